@@ -1,0 +1,208 @@
+"""The composition root: reads the environment once per container and builds what the use cases need.
+
+Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is deployed with:
+
+================================  =====================================================================
+``SRM_SOURCE`` / ``SRM_TARGET``   the flow's cluster aliases (a stack per replication flow)
+``SRM_CONFIG_TABLE``              config table name (default ``srm-config``)
+``SRM_STATE_TABLE``               state table name (default ``srm-state``)
+``SRM_CONFIG_CACHE_SECONDS``      how stale the cached config may be (default 10)
+``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``   where DynamoDB is (boto3 reads them)
+================================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from srm.config import ConfigError, SrmConfig
+from srm.config_store import ConfigStore
+from srm.kafka import KafkaClients, SecretResolver, default_secret_resolver, ensure_topic
+from srm.mirror import MirrorTarget
+from srm.state import StateStore
+from srm.topics import EventSourceMappings, RemoteTopics, TopicSync
+
+__all__ = ["App", "Environment"]
+
+
+@dataclass(frozen=True)
+class Environment:
+    source: str | None
+    target: str | None
+    config_table: str = "srm-config"
+    state_table: str = "srm-state"
+    config_cache_seconds: float = 10.0
+    region: str = "us-east-1"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Environment:
+        env = os.environ if env is None else env
+        try:
+            cache = float(env.get("SRM_CONFIG_CACHE_SECONDS", "10"))
+        except ValueError:
+            raise ConfigError("SRM_CONFIG_CACHE_SECONDS must be a number of seconds") from None
+        return cls(
+            source=env.get("SRM_SOURCE") or None,
+            target=env.get("SRM_TARGET") or None,
+            config_table=env.get("SRM_CONFIG_TABLE", "srm-config"),
+            state_table=env.get("SRM_STATE_TABLE", "srm-state"),
+            config_cache_seconds=cache,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        )
+
+    def flow(self) -> tuple[str, str]:
+        if not self.source or not self.target:
+            raise ConfigError("SRM_SOURCE and SRM_TARGET must name the flow's clusters (a stack per flow)")
+        return self.source, self.target
+
+
+def secrets_manager_resolver(region: str) -> SecretResolver:
+    """Secret references: ``${secretsmanager:<id>[:<json key>]}`` besides ``${env:…}`` and ``${file:…}``."""
+    cache: dict[str, str] = {}
+
+    def resolve(provider: str, path: str) -> str:
+        if provider != "secretsmanager":
+            return default_secret_resolver(provider, path)
+        secret_id, json_key = _secret_ref(path)
+        if secret_id not in cache:
+            client = boto3.client("secretsmanager", region_name=region)
+            try:
+                cache[secret_id] = client.get_secret_value(SecretId=secret_id)["SecretString"]
+            except Exception as e:  # botocore raises several families; all mean "cannot read the secret"
+                raise ConfigError(f"${{secretsmanager:{path}}}: cannot read secret {secret_id}: {e}") from None
+        value = cache[secret_id]
+        if not json_key:
+            return value
+        import json
+
+        try:
+            return str(json.loads(value)[json_key])
+        except (ValueError, KeyError):
+            raise ConfigError(f"${{secretsmanager:{path}}}: secret has no JSON key {json_key!r}") from None
+
+    return resolve
+
+
+def _secret_ref(path: str) -> tuple[str, str]:
+    """``name[:json-key]`` or ``arn:aws:secretsmanager:region:account:secret:name[:json-key]``."""
+    parts = path.split(":")
+    n = 7 if path.startswith("arn:") else 1
+    return ":".join(parts[:n]), ":".join(parts[n:])
+
+
+class App:
+    """Per-container wiring. ``App.current()`` is what handlers use; tests build their own."""
+
+    _current: App | None = None
+    _current_lock = threading.Lock()
+
+    def __init__(self, env: Environment, dynamodb: Any | None = None) -> None:
+        self.env = env
+        self.dynamodb = dynamodb or boto3.client(
+            "dynamodb", region_name=env.region, config=Config(retries={"max_attempts": 5, "mode": "standard"})
+        )
+        self.config_store = ConfigStore(self.dynamodb, env.config_table, env.config_cache_seconds)
+        self.state = StateStore(self.dynamodb, env.state_table)
+        self.kafka = KafkaClients(secrets_manager_resolver(env.region))
+        self._remote_topics: dict[tuple[str, str], RemoteTopics] = {}
+        self._internal_topics: set[tuple[str, str]] = set()
+        # Set by the local runtime to its emulated mappings; the Lambda API adapter otherwise (issue 4).
+        self.event_sources: EventSourceMappings | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def current(cls) -> App:
+        with cls._current_lock:
+            if cls._current is None:
+                cls._current = cls(Environment.from_env())
+            return cls._current
+
+    @classmethod
+    def reset(cls) -> None:
+        """Forget the per-container app (tests; a new environment)."""
+        with cls._current_lock:
+            cls._current = None
+
+    def config(self) -> SrmConfig:
+        return self.config_store.load()
+
+    def remote_topics(self, config: SrmConfig, source: str, target: str) -> RemoteTopics:
+        settings = config.settings(source, target)
+        with self._lock:
+            topics = self._remote_topics.get((source, target))
+            if topics is None:
+                topics = RemoteTopics(
+                    self.kafka.admin(config, source, (source, target)),
+                    self.kafka.admin(config, target, (source, target)),
+                    settings.replication_factor,
+                    settings.config_exclude(),
+                )
+                self._remote_topics[(source, target)] = topics
+            return topics
+
+    def ensure_internal_topic(self, config: SrmConfig, alias: str, topic: str, replication_factor: int) -> None:
+        """Create a single-partition compacted bookkeeping topic once per container (MM2's internal topics)."""
+        with self._lock:
+            if (alias, topic) in self._internal_topics:
+                return
+        ensure_topic(self.kafka.admin(config, alias), topic, 1, replication_factor, {"cleanup.policy": "compact"})
+        with self._lock:
+            self._internal_topics.add((alias, topic))
+
+    def topic_sync(self) -> TopicSync:
+        """The topic-sync function's dependencies for this container's flow."""
+        source, target = self.env.flow()
+        config = self.config()
+        config.check_flow(source, target)
+        return TopicSync(
+            source=source,
+            target=target,
+            settings=config.settings(source, target),
+            policy=config.policy(source, target),
+            source_admin=self.kafka.admin(config, source, (source, target)),
+            remote_topics=self.remote_topics(config, source, target),
+            event_sources=self.event_sources,
+        )
+
+    def mirror_target(self) -> MirrorTarget:
+        """The mirror's dependencies for this container's flow, with the current (cached) configuration."""
+        source, target = self.env.flow()
+        config = self.config()
+        config.check_flow(source, target)
+        settings = config.settings(source, target)
+        flow = (source, target)
+        policy = config.policy(source, target)
+        producer = self.kafka.producer(
+            config, target, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="mirror"
+        )
+        sync_producer = None
+        if settings.emit_offset_syncs_enabled:
+            location = source if settings.offset_syncs_topic_location == "source" else target
+            sync_producer = (
+                producer
+                if location == target
+                else self.kafka.producer(
+                    config, location, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="offset-syncs"
+                )
+            )
+            self.ensure_internal_topic(
+                config, location, policy.offset_syncs_topic(target), settings.offset_syncs_topic_replication_factor
+            )
+        remote_topics = self.remote_topics(config, source, target)
+        return MirrorTarget(
+            source=source,
+            target=target,
+            settings=settings,
+            policy=policy,
+            producer=producer,
+            state=self.state,
+            ensure_remote_topic=remote_topics.ensure,
+            offset_sync_producer=sync_producer,
+        )

@@ -1,0 +1,1 @@
+"""Command-line interfaces: ``srm`` (run, demo) and ``srm-control``."""

@@ -1,0 +1,65 @@
+"""``srm``: run the local runtime against any clusters, or the self-contained demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from srm.config import ConfigError, load_file
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="srm", description="serverless-srm: Kafka replication, locally or on AWS")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run every enabled flow of a config file until stopped (Ctrl-C)")
+    run.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
+    run.add_argument(
+        "--endpoint-url",
+        help="DynamoDB endpoint for the config and state tables (default: an in-process moto store on a loopback port)",
+    )
+    run.add_argument("--store-port", type=int, default=0, help="port of the local store (default: any free port)")
+    run.add_argument("--config-table", default="srm-config")
+    run.add_argument("--state-table", default="srm-state")
+    run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
+    demo = sub.add_parser("demo", help="start two local clusters, replicate, fail a consumer group over, report")
+    demo.add_argument("--records", type=int, default=30_000, help="records per topic of the backlog")
+    demo.add_argument("--keep-data", action="store_true", help="keep the clusters' data dirs afterwards")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "aws_lambda_powertools"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        if args.command == "run":
+            from srm.local.runtime import RuntimeOptions, run
+
+            config = load_file(args.config)
+            for warning in config.warnings:
+                logging.warning(warning)
+            options = RuntimeOptions(
+                endpoint_url=args.endpoint_url,
+                store_port=args.store_port,
+                config_table=args.config_table,
+                state_table=args.state_table,
+                verbose=args.verbose,
+            )
+            return run(config, options)
+        from srm.local.demo import run_demo
+
+        return run_demo(records=args.records, keep_data=args.keep_data)
+    except ConfigError as e:
+        print(f"srm: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,655 @@
+"""Configuration: one file (YAML or MM2's ``mm2.properties``) → one flat MM2 property map → validated settings.
+
+Both formats flatten to the same ``key → value`` map with MM2's names (``clusters``, ``us-west.bootstrap.servers``,
+``us-west->us-east.topics``…), remembering where each key came from, so errors can name file and line and the
+config table can store exactly what MM2 would read.
+
+Hierarchy (SRM's): global < ``<alias>.`` < ``<source>-><target>.``. For a replication's settings the cluster
+level is the *target* alias (where SRM runs a replication's workers). Kafka client settings resolve in
+:func:`client_properties`; every other lookup goes through :func:`resolve`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from srm.filters import (
+    DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+    DEFAULT_GROUPS,
+    DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_TOPICS,
+    DEFAULT_TOPICS_EXCLUDE,
+    FilterError,
+    GroupFilter,
+    PatternList,
+    TopicFilter,
+    parse_list,
+)
+from srm.policy import PolicyError, ReplicationPolicy, load_policy
+
+__all__ = [
+    "CLIENT_ROLES",
+    "ConfigError",
+    "FlowSettings",
+    "Properties",
+    "SrmConfig",
+    "client_properties",
+    "flow_name",
+    "load_file",
+    "parse_flow_name",
+    "parse_properties_text",
+    "parse_yaml_text",
+    "resolve",
+]
+
+CLIENT_ROLES = ("producer", "consumer", "admin")
+SIDES = ("source", "target")
+_FLOW_RE = re.compile(r"^(?P<source>[^\s.,>]+?)->(?P<target>[^\s.,>]+?)\.(?P<key>.+)$")
+_ALIAS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+
+# Kafka client settings that apply to every client of a cluster without a role prefix (MM2's CLIENT_CONFIG_DEF).
+_COMMON_CLIENT_KEYS = frozenset({"bootstrap.servers", "security.protocol", "client.id", "client.rack"})
+_COMMON_CLIENT_PREFIXES = ("ssl.", "sasl.")
+# Values that must never be logged, exported in clear, or stored in the config table.
+SENSITIVE_KEYS = frozenset(
+    {
+        "sasl.password",
+        "sasl.jaas.config",
+        "sasl.oauthbearer.client.secret",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+        "ssl.key.pem",
+    }
+)
+# Kafka Connect / MM2 driver settings that have no meaning in a serverless runtime: accepted, not used.
+_IGNORED_KEYS = frozenset(
+    {
+        "tasks.max",
+        "dedicated.mode.enable.internal.rest",
+        "emit.heartbeats.enabled.for.disabled.flows",
+        "sync.topic.acls.principal.mapping",
+        "admin.timeout.ms",
+        "consumer.poll.timeout.ms",
+        "topic.filter.class",
+        "group.filter.class",
+        "config.property.filter.class",
+        "forwarding.admin.class",
+        "config.providers",
+        "replication.policy.internal.topic.separator.enabled",
+        "use.defaults.from",
+        "metric.reporters",
+        "copy.source.offset.in.header.enabled",
+        "disable.source.topic.auto.creation",
+        "exactly.once.support",
+        "name",
+        "connector.class",
+        "source.cluster.alias",
+        "target.cluster.alias",
+    }
+)
+_IGNORED_PREFIXES = (
+    "offset.storage.",
+    "config.storage.",
+    "status.storage.",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "workers.",
+    "connectors.",
+    "config.providers.",
+    "listeners",
+    "rest.",
+    "mm.",
+    "task.",
+    "worker.",
+    "errors.",
+    "offset.flush.",
+    "scheduled.rebalance.",
+)
+
+
+class ConfigError(ValueError):
+    """A configuration problem, named by key, value and where it came from."""
+
+    def __init__(self, message: str, *, key: str | None = None, origin: str | None = None) -> None:
+        where = f"{origin}: " if origin else ""
+        super().__init__(f"{where}{message}")
+        self.key = key
+        self.origin = origin
+
+
+@dataclass
+class Properties(Mapping[str, str]):
+    """A flat MM2 property map that remembers where each key was defined (``file:line``)."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    source: str = "<memory>"
+
+    def __getitem__(self, key: str) -> str:
+        return self.values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def origin(self, key: str) -> str:
+        return self.origins.get(key, self.source)
+
+    def set(self, key: str, value: Any, origin: str | None = None) -> None:
+        self.values[key] = _to_str(value)
+        self.origins[key] = origin or self.source
+
+    def remove(self, key: str) -> None:
+        self.values.pop(key, None)
+        self.origins.pop(key, None)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any], source: str = "<memory>") -> Properties:
+        props = cls(source=source)
+        for k, v in values.items():
+            props.set(k, v)
+        return props
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ", ".join(_to_str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------------------------------------------
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 5 < len(text) + 1:
+                try:
+                    out.append(chr(int(text[i + 2 : i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def parse_properties_text(text: str, source: str = "<properties>") -> Properties:
+    """Java ``.properties`` syntax: ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments;
+    a trailing backslash continues the line."""
+    props = Properties(source=source)
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        lineno, logical = i + 1, lines[i].lstrip()
+        i += 1
+        if not logical or logical[0] in "#!":
+            continue
+        while _ends_with_continuation(logical) and i < len(lines):
+            logical = logical[:-1] + lines[i].lstrip()
+            i += 1
+        key_end, j = len(logical), 0
+        while j < len(logical):
+            if logical[j] == "\\":
+                j += 2
+                continue
+            if logical[j] in "=: \t":
+                key_end = j
+                break
+            j += 1
+        key = _unescape(logical[:key_end])
+        rest = logical[key_end:].lstrip(" \t")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t")
+        props.set(key, _unescape(rest).strip(), f"{source}:{lineno}")
+    return props
+
+
+def _ends_with_continuation(line: str) -> bool:
+    backslashes = len(line) - len(line.rstrip("\\"))
+    return backslashes % 2 == 1
+
+
+def parse_yaml_text(text: str, source: str = "<yaml>") -> Properties:
+    """YAML: ``clusters:`` (a map of alias → settings, or a list), ``flows:`` (``a->b`` → settings) and any
+    other key global; nested maps join with dots and lists join with commas, giving MM2 keys."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise ConfigError(f"not valid YAML: {getattr(e, 'problem', e)}", origin=where) from None
+    props = Properties(source=source)
+    if root is None:
+        return props
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError("the top level must be a mapping of settings", origin=f"{source}:{root.start_mark.line + 1}")
+
+    def origin(node: yaml.Node) -> str:
+        return f"{source}:{node.start_mark.line + 1}"
+
+    def scalar(node: yaml.Node) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            return yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value
+        if isinstance(node, yaml.SequenceNode):
+            return [scalar(n) for n in node.value]
+        raise ConfigError("expected a value or a list", origin=origin(node))
+
+    def flatten(prefix: str, node: yaml.Node) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                flatten(f"{prefix}{k.value}.", v)
+        else:
+            props.set(prefix[:-1], scalar(node), origin(node))
+
+    for key_node, value_node in root.value:
+        key = key_node.value
+        if key == "clusters" and isinstance(value_node, yaml.MappingNode):
+            props.set("clusters", [k.value for k, _ in value_node.value], origin(value_node))
+            for alias_node, settings in value_node.value:
+                if isinstance(settings, yaml.MappingNode):
+                    flatten(f"{alias_node.value}.", settings)
+                elif not (isinstance(settings, yaml.ScalarNode) and settings.value in ("", "~", "null")):
+                    raise ConfigError(f"clusters.{alias_node.value} must be a mapping", origin=origin(settings))
+        elif key == "flows" and isinstance(value_node, yaml.MappingNode):
+            for flow_node, settings in value_node.value:
+                if not isinstance(settings, yaml.MappingNode):
+                    raise ConfigError(f"flows.{flow_node.value} must be a mapping", origin=origin(settings))
+                flatten(f"{flow_node.value}.", settings)
+        else:
+            flatten(f"{key}.", value_node)
+    return props
+
+
+def load_file(path: str | Path) -> SrmConfig:
+    """Read, parse and validate a configuration file; the format follows the extension."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read config file: {e.strerror}", origin=str(p)) from None
+    if p.suffix in (".yaml", ".yml"):
+        props = parse_yaml_text(text, str(p))
+    elif p.suffix == ".properties":
+        props = parse_properties_text(text, str(p))
+    else:
+        raise ConfigError("unknown config format: use .yaml/.yml or .properties (mm2.properties)", origin=str(p))
+    return SrmConfig.from_properties(props)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Resolution
+# ---------------------------------------------------------------------------------------------------------------
+def flow_name(source: str, target: str) -> str:
+    return f"{source}->{target}"
+
+
+def parse_flow_name(name: str) -> tuple[str, str]:
+    source, sep, target = name.partition("->")
+    if not sep or not source or not target:
+        raise ConfigError(f"{name!r} is not a replication name: expected SOURCE->TARGET")
+    return source.strip(), target.strip()
+
+
+def resolve(
+    props: Mapping[str, str], key: str, *, source: str | None = None, target: str | None = None
+) -> tuple[str, str] | None:
+    """The value of a setting and the key it was found under: ``source->target.key``, then ``target.key``, then
+    ``key``; None when no level sets it. (``source`` and ``target`` name the replication being resolved.)"""
+    candidates = []
+    if source and target:
+        candidates.append(f"{source}->{target}.{key}")
+    if target:
+        candidates.append(f"{target}.{key}")
+    candidates.append(key)
+    for candidate in candidates:
+        if candidate in props:
+            return props[candidate], candidate
+    return None
+
+
+def _is_common_client_key(key: str) -> bool:
+    return key in _COMMON_CLIENT_KEYS or key.startswith(_COMMON_CLIENT_PREFIXES)
+
+
+def client_properties(
+    props: Mapping[str, str],
+    cluster: str,
+    role: str,
+    *,
+    flow: tuple[str, str] | None = None,
+) -> dict[str, tuple[str, str]]:
+    """Kafka client settings for a ``role`` client (producer, consumer, admin) of ``cluster``, as
+    ``{client key: (value, defining key)}``. Later layers win:
+
+    1. global common keys (``bootstrap.servers``, ``security.protocol``, ``ssl.*``, ``sasl.*``…)
+    2. ``<role>.k`` — global, every cluster
+    3. ``<source|target>.<role>.k`` — global, by the cluster's side in the replication
+    4. ``<cluster>.k`` (common keys only) and 5. ``<cluster>.<role>.k``
+    6. ``<source>-><target>.<role>.k`` and 7. ``<source>-><target>.<source|target>.<role>.k``
+    """
+    if role not in CLIENT_ROLES:
+        raise ValueError(f"unknown client role {role!r}")
+    side = None
+    if flow is not None:
+        side = "source" if cluster == flow[0] else "target"
+    layers: list[tuple[str, bool]] = [("", True), (f"{role}.", False)]
+    if side:
+        layers.append((f"{side}.{role}.", False))
+    layers += [(f"{cluster}.", True), (f"{cluster}.{role}.", False)]
+    if flow is not None:
+        name = flow_name(*flow)
+        layers += [(f"{name}.{role}.", False), (f"{name}.{side}.{role}.", False)]
+    result: dict[str, tuple[str, str]] = {}
+    for prefix, common_only in layers:
+        for full_key, value in props.items():
+            if not full_key.startswith(prefix):
+                continue
+            k = full_key[len(prefix) :]
+            if not k or (common_only and not _is_common_client_key(k)):
+                continue
+            result[k] = (value, full_key)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Validated settings of one replication
+# ---------------------------------------------------------------------------------------------------------------
+class FlowSettings(BaseModel):
+    """Every replication setting we honour, by MM2 name, resolved for one ``source->target``."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    enabled: bool = False
+    topics: str = DEFAULT_TOPICS
+    topics_exclude: str = Field(DEFAULT_TOPICS_EXCLUDE, alias="topics.exclude")
+    groups: str = DEFAULT_GROUPS
+    groups_exclude: str = Field(DEFAULT_GROUPS_EXCLUDE, alias="groups.exclude")
+    replication_policy_class: str = Field(
+        "org.apache.kafka.connect.mirror.DefaultReplicationPolicy", alias="replication.policy.class"
+    )
+    replication_policy_separator: str = Field(".", alias="replication.policy.separator", min_length=1)
+    replication_factor: int = Field(2, alias="replication.factor", ge=-1)
+    heartbeats_topic_replication_factor: int = Field(3, alias="heartbeats.topic.replication.factor", ge=-1)
+    checkpoints_topic_replication_factor: int = Field(3, alias="checkpoints.topic.replication.factor", ge=-1)
+    offset_syncs_topic_replication_factor: int = Field(3, alias="offset-syncs.topic.replication.factor", ge=-1)
+    offset_syncs_topic_location: Literal["source", "target"] = Field("source", alias="offset-syncs.topic.location")
+    emit_offset_syncs_enabled: bool = Field(True, alias="emit.offset-syncs.enabled")
+    offset_lag_max: int = Field(100, alias="offset.lag.max", ge=0)
+    refresh_topics_enabled: bool = Field(True, alias="refresh.topics.enabled")
+    refresh_topics_interval_seconds: float = Field(600, alias="refresh.topics.interval.seconds", gt=0)
+    refresh_groups_enabled: bool = Field(True, alias="refresh.groups.enabled")
+    refresh_groups_interval_seconds: float = Field(600, alias="refresh.groups.interval.seconds", gt=0)
+    emit_checkpoints_enabled: bool = Field(True, alias="emit.checkpoints.enabled")
+    emit_checkpoints_interval_seconds: float = Field(60, alias="emit.checkpoints.interval.seconds", gt=0)
+    sync_group_offsets_enabled: bool = Field(True, alias="sync.group.offsets.enabled")
+    sync_group_offsets_interval_seconds: float = Field(60, alias="sync.group.offsets.interval.seconds", gt=0)
+    emit_heartbeats_enabled: bool = Field(True, alias="emit.heartbeats.enabled")
+    emit_heartbeats_interval_seconds: float = Field(1, alias="emit.heartbeats.interval.seconds", gt=0)
+    heartbeats_replication_enabled: bool = Field(True, alias="heartbeats.replication.enabled")
+    sync_topic_configs_enabled: bool = Field(True, alias="sync.topic.configs.enabled")
+    sync_topic_configs_interval_seconds: float = Field(600, alias="sync.topic.configs.interval.seconds", gt=0)
+    sync_topic_acls_enabled: bool = Field(True, alias="sync.topic.acls.enabled")
+    sync_topic_acls_interval_seconds: float = Field(600, alias="sync.topic.acls.interval.seconds", gt=0)
+    config_properties_exclude: str = Field(DEFAULT_CONFIG_PROPERTIES_EXCLUDE, alias="config.properties.exclude")
+    # The MSK event source mapping of each replicated topic (and its local emulation).
+    event_source_batch_size: int = Field(100, alias="event.source.batch.size", ge=1, le=10_000)
+    event_source_batching_window_ms: int = Field(500, alias="event.source.batching.window.ms", ge=0, le=300_000)
+    event_source_max_payload_bytes: int = Field(
+        6 * 1024 * 1024, alias="event.source.max.payload.bytes", ge=64 * 1024, le=6 * 1024 * 1024
+    )
+    # How long the mirror waits for the target to acknowledge a batch before failing it (so it is retried).
+    mirror_delivery_timeout_ms: int = Field(60_000, alias="mirror.delivery.timeout.ms", ge=1_000)
+
+    @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
+    @classmethod
+    def _patterns_valid(cls, value: Any) -> str:
+        text = _to_str(value)
+        PatternList.parse(text, "pattern")  # raises FilterError naming the bad regex
+        return text
+
+    @classmethod
+    def keys(cls) -> frozenset[str]:
+        return frozenset(f.alias or name for name, f in cls.model_fields.items())
+
+    def topic_filter(self) -> TopicFilter:
+        return TopicFilter(
+            PatternList.parse(self.topics, "topics"), PatternList.parse(self.topics_exclude, "topics.exclude")
+        )
+
+    def group_filter(self) -> GroupFilter:
+        return GroupFilter(
+            PatternList.parse(self.groups, "groups"), PatternList.parse(self.groups_exclude, "groups.exclude")
+        )
+
+    def config_exclude(self) -> PatternList:
+        return PatternList.parse(self.config_properties_exclude, "config.properties.exclude")
+
+
+SETTING_KEYS = FlowSettings.keys()
+
+
+def _is_ignored(key: str) -> bool:
+    return key in _IGNORED_KEYS or key.startswith(_IGNORED_PREFIXES)
+
+
+def _is_client_key(key: str) -> bool:
+    if _is_common_client_key(key):
+        return True
+    head, _, rest = key.partition(".")
+    if head in CLIENT_ROLES and rest:
+        return True
+    if head in SIDES:
+        role, _, rest2 = rest.partition(".")
+        return (role in CLIENT_ROLES and bool(rest2)) or rest.startswith("cluster.")
+    return False
+
+
+def _known_scoped_key(key: str) -> bool:
+    """A key that may follow an ``<alias>.`` or ``a->b.`` prefix, or stand globally."""
+    return key in SETTING_KEYS or _is_client_key(key) or _is_ignored(key)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The whole configuration
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SrmConfig:
+    """A validated configuration: cluster aliases, replications and their settings, from one property map."""
+
+    properties: Properties
+    clusters: tuple[str, ...]
+    flows: tuple[tuple[str, str], ...]  # every replication named in the config, enabled or not
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_properties(cls, props: Properties) -> SrmConfig:
+        if "clusters" not in props:
+            raise ConfigError(
+                "missing 'clusters': list the cluster aliases, e.g. clusters = us-west, us-east",
+                key="clusters",
+                origin=props.source,
+            )
+        clusters = parse_list(props["clusters"])
+        if not clusters:
+            raise ConfigError(
+                "'clusters' is empty: list at least two cluster aliases",
+                key="clusters",
+                origin=props.origin("clusters"),
+            )
+        for alias in clusters:
+            if not _ALIAS_RE.match(alias):
+                raise ConfigError(
+                    f"clusters: {alias!r} is not a valid alias (letters, digits, '-' and '_'; no '.' or '->')",
+                    key="clusters",
+                    origin=props.origin("clusters"),
+                )
+        if len(set(clusters)) != len(clusters):
+            raise ConfigError("clusters: an alias is listed twice", key="clusters", origin=props.origin("clusters"))
+
+        flows: list[tuple[str, str]] = []
+        warnings: list[str] = []
+        for key in props:
+            origin = props.origin(key)
+            m = _FLOW_RE.match(key)
+            if m:
+                source, target, rest = m["source"], m["target"], m["key"]
+                for alias in (source, target):
+                    if alias not in clusters:
+                        raise ConfigError(_unknown_alias(alias, clusters, key), key=key, origin=origin)
+                if source == target:
+                    raise ConfigError(
+                        f"{key}: a replication needs two different clusters ({source}->{target})",
+                        key=key,
+                        origin=origin,
+                    )
+                if (source, target) not in flows:
+                    flows.append((source, target))
+                if not _known_scoped_key(rest):
+                    warnings.append(_unknown_key_warning(key, rest, origin))
+                continue
+            if key == "clusters" or _known_scoped_key(key):
+                continue
+            head, _, rest = key.partition(".")
+            if head in clusters:
+                if not _known_scoped_key(rest):
+                    warnings.append(_unknown_key_warning(key, rest, origin))
+                continue
+            if "->" in key:
+                raise ConfigError(
+                    f"{key}: expected SOURCE->TARGET.setting with SOURCE and TARGET from clusters "
+                    f"({', '.join(clusters)})",
+                    key=key,
+                    origin=origin,
+                )
+            if rest and _known_scoped_key(rest):
+                raise ConfigError(_unknown_alias(head, clusters, key), key=key, origin=origin)
+            warnings.append(_unknown_key_warning(key, key, origin))
+
+        config = cls(props, tuple(clusters), tuple(flows), tuple(warnings))
+        for source, target in config.flows:
+            config.settings(source, target)  # validates every replication's settings up front
+            config.policy(source, target)
+        for alias in clusters:
+            if alias in {s for s, _ in config.enabled_flows()} | {t for _, t in config.enabled_flows()}:
+                if not config.bootstrap_servers(alias):
+                    raise ConfigError(
+                        f"cluster {alias!r} has no bootstrap servers: set {alias}.bootstrap.servers",
+                        key=f"{alias}.bootstrap.servers",
+                        origin=props.source,
+                    )
+        return config
+
+    # -- lookups ----------------------------------------------------------------------------------------------
+    def check_alias(self, alias: str) -> str:
+        if alias not in self.clusters:
+            raise ConfigError(_unknown_alias(alias, self.clusters, alias))
+        return alias
+
+    def check_flow(self, source: str, target: str) -> tuple[str, str]:
+        self.check_alias(source)
+        self.check_alias(target)
+        if source == target:
+            raise ConfigError(f"{source}->{target}: a replication needs two different clusters")
+        return source, target
+
+    def enabled_flows(self) -> list[tuple[str, str]]:
+        return [f for f in self.flows if self.settings(*f).enabled]
+
+    def bootstrap_servers(self, alias: str) -> str | None:
+        found = client_properties(self.properties, alias, "admin").get("bootstrap.servers")
+        return found[0] if found and found[0].strip() else None
+
+    def settings(self, source: str, target: str) -> FlowSettings:
+        """The validated settings of ``source->target``, each from the most specific level that sets it."""
+        cache: dict[tuple[str, str], FlowSettings] = self.__dict__.setdefault("_settings_cache", {})
+        if (source, target) not in cache:
+            cache[(source, target)] = self._settings(source, target)
+        return cache[(source, target)]
+
+    def _settings(self, source: str, target: str) -> FlowSettings:
+        self.check_flow(source, target)
+        raw: dict[str, str] = {}
+        defined_by: dict[str, str] = {}
+        for name in SETTING_KEYS:
+            found = resolve(self.properties, name, source=source, target=target)
+            if found is not None:
+                raw[name], defined_by[name] = found
+        try:
+            return FlowSettings.model_validate(raw)
+        except FilterError as e:
+            key = defined_by.get(e.key, e.key)
+            raise ConfigError(str(e).replace(e.key, key, 1), key=key, origin=self.properties.origin(key)) from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            name = str(err["loc"][0]) if err["loc"] else "?"
+            ctx_error = (err.get("ctx") or {}).get("error")
+            if isinstance(ctx_error, FilterError):
+                name = ctx_error.key if ctx_error.key in defined_by else name
+            key = defined_by.get(name, name)
+            value = raw.get(name)
+            message = str(ctx_error) if ctx_error else err["msg"]
+            raise ConfigError(f"{key}={value!r}: {message}", key=key, origin=self.properties.origin(key)) from None
+
+    def policy(self, source: str, target: str) -> ReplicationPolicy:
+        cache: dict[tuple[str, str], ReplicationPolicy] = self.__dict__.setdefault("_policy_cache", {})
+        if (source, target) not in cache:
+            cache[(source, target)] = self._policy(source, target)
+        return cache[(source, target)]
+
+    def _policy(self, source: str, target: str) -> ReplicationPolicy:
+        s = self.settings(source, target)
+        options: dict[str, Any] = {"source_alias": source}
+        try:
+            return load_policy(s.replication_policy_class, s.replication_policy_separator, **options)
+        except PolicyError as e:
+            found = resolve(self.properties, "replication.policy.class", source=source, target=target)
+            key = found[1] if found else "replication.policy.class"
+            raise ConfigError(str(e), key=key, origin=self.properties.origin(key)) from None
+
+    def client(self, alias: str, role: str, flow: tuple[str, str] | None = None) -> dict[str, tuple[str, str]]:
+        self.check_alias(alias)
+        return client_properties(self.properties, alias, role, flow=flow)
+
+    def redacted(self) -> dict[str, str]:
+        """The property map with secret values masked, for display."""
+        return {k: ("********" if _is_sensitive(k) else v) for k, v in self.properties.items()}
+
+
+def _is_sensitive(key: str) -> bool:
+    return any(key == s or key.endswith("." + s) for s in SENSITIVE_KEYS)
+
+
+def _unknown_alias(alias: str, clusters: Iterable[str], key: str) -> str:
+    known = ", ".join(clusters)
+    hint = difflib.get_close_matches(alias, list(clusters), n=1)
+    suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+    return f"{key}: unknown cluster alias {alias!r} (clusters = {known}){suggestion}"
+
+
+def _unknown_key_warning(full_key: str, setting: str, origin: str) -> str:
+    hint = difflib.get_close_matches(setting, sorted(SETTING_KEYS), n=1, cutoff=0.8)
+    suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+    return f"{origin}: {full_key}: not a setting serverless-srm knows, ignored{suggestion}"

@@ -1,0 +1,139 @@
+"""Topic and group filters, and the replicate decision: filter ∧ ¬internal ∧ ¬cycle (heartbeats always pass).
+
+Pattern lists follow MM2: a comma-separated list (or a YAML list) of regexes, joined as alternatives and
+matched against the whole name; an empty list matches nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from srm.policy import ReplicationPolicy
+
+__all__ = [
+    "DEFAULT_CONFIG_PROPERTIES_EXCLUDE",
+    "DEFAULT_GROUPS",
+    "DEFAULT_GROUPS_EXCLUDE",
+    "DEFAULT_TOPICS",
+    "DEFAULT_TOPICS_EXCLUDE",
+    "FilterError",
+    "GroupFilter",
+    "PatternList",
+    "TopicFilter",
+    "is_internal_group",
+    "parse_list",
+    "should_replicate_topic",
+]
+
+DEFAULT_TOPICS = ".*"
+DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
+DEFAULT_GROUPS = ".*"
+DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
+    r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+    r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, unclean\.leader\.election\.enable, "
+    r"min\.insync\.replicas"
+)
+
+_COMMA = re.compile(r"\s*,\s*")
+
+
+class FilterError(ValueError):
+    """A pattern in a filter is not a valid regular expression."""
+
+    def __init__(self, key: str, pattern: str, reason: str) -> None:
+        super().__init__(f"{key}: {pattern!r} is not a valid regex ({reason})")
+        self.key = key
+        self.pattern = pattern
+
+
+def parse_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """MM2's LIST type: ``"a, b"`` → ``("a", "b")``; a blank string is the empty list."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        stripped = value.strip()
+        return tuple(_COMMA.split(stripped)) if stripped else ()
+    return tuple(str(v).strip() for v in value if str(v).strip())
+
+
+@dataclass(frozen=True)
+class PatternList:
+    """Regexes matched as whole-name alternatives."""
+
+    patterns: tuple[str, ...]
+    key: str = "pattern"
+
+    def __post_init__(self) -> None:
+        for pattern in self.patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise FilterError(self.key, pattern, str(e)) from None
+        compiled = re.compile("|".join(f"(?:{p})" for p in self.patterns)) if self.patterns else None
+        object.__setattr__(self, "_compiled", compiled)
+
+    @classmethod
+    def parse(cls, value: str | Iterable[str] | None, key: str) -> PatternList:
+        return cls(parse_list(value), key)
+
+    def matches(self, name: str) -> bool:
+        compiled: re.Pattern[str] | None = self._compiled  # type: ignore[attr-defined]
+        return compiled is not None and compiled.fullmatch(name) is not None
+
+    def __str__(self) -> str:
+        return ", ".join(self.patterns)
+
+
+@dataclass(frozen=True)
+class TopicFilter:
+    include: PatternList
+    exclude: PatternList
+
+    @classmethod
+    def of(cls, topics: str | Iterable[str] | None = DEFAULT_TOPICS, exclude: str | Iterable[str] | None = None):
+        return cls(
+            PatternList.parse(topics, "topics"),
+            PatternList.parse(DEFAULT_TOPICS_EXCLUDE if exclude is None else exclude, "topics.exclude"),
+        )
+
+    def should_replicate_topic(self, topic: str) -> bool:
+        return self.include.matches(topic) and not self.exclude.matches(topic)
+
+
+@dataclass(frozen=True)
+class GroupFilter:
+    include: PatternList
+    exclude: PatternList
+
+    @classmethod
+    def of(cls, groups: str | Iterable[str] | None = DEFAULT_GROUPS, exclude: str | Iterable[str] | None = None):
+        return cls(
+            PatternList.parse(groups, "groups"),
+            PatternList.parse(DEFAULT_GROUPS_EXCLUDE if exclude is None else exclude, "groups.exclude"),
+        )
+
+    def should_replicate_group(self, group: str) -> bool:
+        return self.include.matches(group) and not self.exclude.matches(group) and not is_internal_group(group)
+
+
+def is_internal_group(group: str) -> bool:
+    """Our own consumer groups (the event source mappings') are bookkeeping, never checkpointed."""
+    return group.startswith(("srm-", "__"))
+
+
+def should_replicate_topic(
+    topic: str,
+    *,
+    target_alias: str,
+    policy: ReplicationPolicy,
+    topic_filter: TopicFilter,
+    heartbeats_replication_enabled: bool = True,
+) -> bool:
+    """MM2's decision: (filter or heartbeats) and not internal and not a cycle back to the target."""
+    wanted = topic_filter.should_replicate_topic(topic) or (
+        heartbeats_replication_enabled and policy.is_heartbeats_topic(topic)
+    )
+    return wanted and not policy.is_internal_topic(topic) and not policy.is_cycle(topic, target_alias)

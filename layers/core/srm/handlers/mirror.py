@@ -1,0 +1,47 @@
+"""The mirror function: an MSK event source mapping delivers a batch of one topic; replicate it or fail.
+
+Failing (raising) is how a batch gets retried: the event source commits nothing and redelivers the same batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from srm.app import App
+from srm.events import MalformedEventError
+from srm.mirror import DeliveryError, replicate_batch
+
+logger = Logger(service="srm-mirror")
+metrics = Metrics(namespace="ServerlessSRM", service="mirror")
+
+
+# One invocation at a time per container on Lambda; the local runtime may run several at once in one process.
+_metrics_lock = threading.Lock()
+
+
+@logger.inject_lambda_context(log_event=False)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    app = App.current()
+    target = app.mirror_target()
+    try:
+        result = replicate_batch(event, target)
+    except MalformedEventError as e:
+        logger.error("malformed event: %s", e)
+        raise
+    except DeliveryError as e:
+        if e.fatal:  # the idempotent producer is unusable: the next invocation starts a new one
+            app.kafka.discard_producer(target.target, "mirror")
+        logger.error("batch not replicated, it will be retried: %s", e)
+        raise
+    with _metrics_lock:
+        metrics.add_dimension(name="Flow", value=f"{target.source}->{target.target}")
+        metrics.add_metric(name="ReplicatedRecords", unit=MetricUnit.Count, value=result.records)
+        metrics.add_metric(name="ReplicatedBytes", unit=MetricUnit.Bytes, value=result.bytes)
+        metrics.add_metric(name="ReplicationLatencyMax", unit=MetricUnit.Milliseconds, value=result.max_latency_ms)
+        metrics.flush_metrics()
+        metrics.clear_metrics()  # a disabled Metrics keeps its set, then prints it at 100 values
+    return result.summary()

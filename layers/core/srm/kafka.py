@@ -1,0 +1,371 @@
+"""Kafka adapter: client settings for librdkafka, client construction, and the admin calls srm needs.
+
+Configuration arrives with MM2's Java client names; :func:`librdkafka_config` translates the ones librdkafka
+spells differently (``sasl.jaas.config``, PEM truststores) and resolves secret references (``${env:NAME}``,
+``${file:/path:key}``, ``${secretsmanager:id[:json-key]}``) at the last moment, so secrets never sit in the
+config table or in logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from srm.config import ConfigError, SrmConfig
+
+__all__ = [
+    "KafkaClients",
+    "SecretResolver",
+    "TopicInfo",
+    "admin_config",
+    "consumer_config",
+    "create_partitions",
+    "ensure_topic",
+    "librdkafka_config",
+    "list_topics",
+    "producer_config",
+]
+
+log = logging.getLogger(__name__)
+
+SecretResolver = Callable[[str, str], str]  # (provider, path) -> value
+
+_REF = re.compile(r"\$\{(?P<provider>[a-zA-Z]+):(?P<path>[^}]*)\}")
+_JAAS_KV = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# Java-client settings with no librdkafka meaning: dropped rather than rejected, so mm2.properties work as-is.
+_JAVA_ONLY = frozenset(
+    {
+        "key.serializer",
+        "value.serializer",
+        "key.deserializer",
+        "value.deserializer",
+        "interceptor.classes",
+        "client.dns.lookup",
+        "ssl.protocol",
+        "ssl.enabled.protocols",
+        "ssl.truststore.type",
+        "ssl.keystore.type",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "ssl.secure.random.implementation",
+        "sasl.login.callback.handler.class",
+        "sasl.client.callback.handler.class",
+        "metric.reporters",
+        "auto.include.jmx.reporter",
+        "default.api.timeout.ms",
+        "max.block.ms",
+        "buffer.memory",
+    }
+)
+
+
+def default_secret_resolver(provider: str, path: str) -> str:
+    if provider == "env":
+        try:
+            return os.environ[path]
+        except KeyError:
+            raise ConfigError(f"${{env:{path}}}: environment variable {path} is not set") from None
+    if provider == "file":
+        file_path, _, key = path.rpartition(":")
+        if not file_path:
+            file_path, key = path, ""
+        try:
+            with open(file_path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"${{file:{path}}}: cannot read {file_path}: {e.strerror}") from None
+        if not key:
+            return text.strip()
+        from srm.config import parse_properties_text
+
+        values = parse_properties_text(text, file_path)
+        if key not in values:
+            raise ConfigError(f"${{file:{path}}}: {file_path} has no key {key!r}")
+        return values[key]
+    raise ConfigError(f"${{{provider}:{path}}}: unknown secret provider {provider!r} (env, file, secretsmanager)")
+
+
+def _resolve_refs(value: str, resolver: SecretResolver) -> str:
+    return _REF.sub(lambda m: resolver(m["provider"], m["path"]), value)
+
+
+def librdkafka_config(
+    settings: Mapping[str, tuple[str, str]],
+    config: SrmConfig,
+    resolver: SecretResolver = default_secret_resolver,
+) -> dict[str, str]:
+    """Translate resolved client settings (``{key: (value, defining key)}``) into a librdkafka config."""
+    out: dict[str, str] = {}
+    jaas: tuple[str, str] | None = None
+    truststore: tuple[str, str] | None = None
+    for key, (raw, defined_by) in settings.items():
+        try:
+            value = _resolve_refs(raw, resolver)
+        except ConfigError as e:
+            raise ConfigError(
+                f"{defined_by}: {e}", key=defined_by, origin=config.properties.origin(defined_by)
+            ) from None
+        if key == "sasl.jaas.config":
+            jaas = (value, defined_by)
+        elif key == "ssl.truststore.location":
+            truststore = (value, defined_by)
+        elif key == "ssl.endpoint.identification.algorithm":
+            out[key] = value or "none"
+        elif key in ("ssl.truststore.password",):
+            continue  # a PEM truststore has no password
+        elif key in _JAVA_ONLY:
+            continue
+        else:
+            out[key] = value
+    if jaas is not None:
+        value, defined_by = jaas
+        if "IAMLoginModule" in value:
+            raise ConfigError(
+                f"{defined_by}: AWS MSK IAM authentication is not supported by this client yet; "
+                "use SASL/SCRAM or mTLS for the cluster",
+                key=defined_by,
+                origin=config.properties.origin(defined_by),
+            )
+        creds = dict(_JAAS_KV.findall(value))
+        if "username" not in creds or "password" not in creds:
+            raise ConfigError(
+                f'{defined_by}: expected username="…" password="…" in sasl.jaas.config',
+                key=defined_by,
+                origin=config.properties.origin(defined_by),
+            )
+        out.setdefault("sasl.username", creds["username"])
+        out.setdefault("sasl.password", creds["password"])
+    if truststore is not None:
+        value, defined_by = truststore
+        store_type = settings.get("ssl.truststore.type", ("PEM", ""))[0].upper()
+        if store_type != "PEM" and not value.endswith((".pem", ".crt")):
+            raise ConfigError(
+                f"{defined_by}: librdkafka cannot read {store_type or 'JKS'} truststores; convert it to PEM and set "
+                "ssl.ca.location (or ssl.truststore.location with ssl.truststore.type=PEM)",
+                key=defined_by,
+                origin=config.properties.origin(defined_by),
+            )
+        out.setdefault("ssl.ca.location", value)
+    keystore_type = settings.get("ssl.keystore.type", ("PKCS12", ""))[0].upper()
+    if "ssl.keystore.location" in out and keystore_type not in ("PKCS12", "P12"):
+        key = settings["ssl.keystore.location"][1]
+        raise ConfigError(
+            f"{key}: librdkafka reads PKCS#12 keystores only; convert the {keystore_type} keystore to PKCS#12",
+            key=key,
+            origin=config.properties.origin(key),
+        )
+    return out
+
+
+def _with(base: dict[str, str], defaults: Mapping[str, str], enforced: Mapping[str, str], where: str) -> dict[str, str]:
+    conf = {**defaults, **base}
+    for key, required in enforced.items():
+        if key in base and base[key].lower() != required.lower():
+            raise ConfigError(
+                f"{where}: {key}={base[key]} is not allowed: serverless-srm needs {key}={required} so no record is lost"
+            )
+        conf[key] = required
+    return conf
+
+
+def producer_config(
+    config: SrmConfig,
+    alias: str,
+    flow: tuple[str, str] | None,
+    *,
+    delivery_timeout_ms: int,
+    resolver: SecretResolver = default_secret_resolver,
+) -> dict[str, str]:
+    """An idempotent, acks=all producer: every acknowledged record is durable and in order."""
+    base = librdkafka_config(config.client(alias, "producer", flow), config, resolver)
+    defaults = {
+        "linger.ms": "5",
+        "batch.num.messages": "10000",
+        "batch.size": "1048576",
+        "queue.buffering.max.messages": "1000000",
+        "queue.buffering.max.kbytes": "1048576",
+        "message.max.bytes": "10485760",
+        "message.timeout.ms": str(delivery_timeout_ms),
+    }
+    enforced = {"enable.idempotence": "true", "acks": "all"}
+    if base.get("acks") == "-1":
+        base["acks"] = "all"
+    return _with(base, defaults, enforced, f"{alias} producer")
+
+
+def consumer_config(
+    config: SrmConfig,
+    alias: str,
+    flow: tuple[str, str] | None,
+    *,
+    group_id: str,
+    resolver: SecretResolver = default_secret_resolver,
+) -> dict[str, str]:
+    """A consumer that commits only what it is told to and skips aborted transactions."""
+    base = librdkafka_config(config.client(alias, "consumer", flow), config, resolver)
+    defaults = {"auto.offset.reset": "earliest", "isolation.level": "read_committed", "fetch.max.bytes": "52428800"}
+    conf = _with(base, defaults, {"enable.auto.commit": "false"}, f"{alias} consumer")
+    conf["group.id"] = group_id
+    conf.setdefault("enable.auto.offset.store", "false")
+    return conf
+
+
+def admin_config(
+    config: SrmConfig,
+    alias: str,
+    flow: tuple[str, str] | None = None,
+    resolver: SecretResolver = default_secret_resolver,
+) -> dict[str, str]:
+    return librdkafka_config(config.client(alias, "admin", flow), config, resolver)
+
+
+def build(kind: type, conf: dict[str, str], config: SrmConfig, alias: str, role: str) -> Any:
+    """Construct a client, turning librdkafka's config complaints into a ConfigError naming the setting."""
+    try:
+        return kind(conf)
+    except (KafkaException, ValueError, TypeError) as e:
+        message = str(e.args[0] if e.args else e)
+        m = re.search(r'property[:\s]+"?([\w.\-]+)"?', message)
+        bad = m.group(1) if m else None
+        defined = config.client(alias, role).get(bad, (None, None))[1] if bad else None
+        origin = config.properties.origin(defined) if defined else None
+        raise ConfigError(f"{alias} {role}: {message}", key=defined, origin=origin) from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Admin helpers
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+
+
+def list_topics(admin: AdminClient, timeout: float = 15.0) -> dict[str, TopicInfo]:
+    """Every topic of the cluster with its partition count (one metadata request)."""
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot list topics: {e.args[0]}") from e
+    return {
+        name: TopicInfo(name, len(t.partitions))
+        for name, t in md.topics.items()
+        if t.error is None or t.error.code() == KafkaError.NO_ERROR
+    }
+
+
+def broker_count(admin: AdminClient, timeout: float = 15.0) -> int:
+    try:
+        return len(admin.list_topics(timeout=timeout).brokers)
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot read cluster metadata: {e.args[0]}") from e
+
+
+class KafkaUnavailableError(RuntimeError):
+    """A cluster did not answer in time (retriable)."""
+
+
+def ensure_topic(
+    admin: AdminClient,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> bool:
+    """Create the topic if it does not exist; True when this call created it. The replication factor is capped
+    at the number of brokers (a single-broker dev cluster cannot hold 3 replicas)."""
+    brokers = broker_count(admin, timeout)
+    rf = replication_factor if replication_factor == -1 else max(1, min(replication_factor, brokers))
+    if rf != replication_factor:
+        log.warning(
+            "topic %s: replication factor %d capped at the %d broker(s) available", name, replication_factor, brokers
+        )
+    future = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=rf, config=dict(configs or {}))],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )[name]
+    try:
+        future.result()
+        return True
+    except KafkaException as e:
+        if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise
+
+
+def create_partitions(admin: AdminClient, name: str, total: int, timeout: float = 30.0) -> None:
+    future = admin.create_partitions([NewPartitions(name, total)], operation_timeout=timeout, request_timeout=timeout)[
+        name
+    ]
+    try:
+        future.result()
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.INVALID_PARTITIONS:  # someone else grew it first
+            raise
+
+
+def describe_topic_configs(
+    admin: AdminClient, names: Iterable[str], timeout: float = 30.0
+) -> dict[str, dict[str, Any]]:
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+    if not resources:
+        return {}
+    result: dict[str, dict[str, Any]] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
+        result[resource.name] = future.result()
+    return result
+
+
+def end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]], timeout: float = 10.0) -> dict:
+    return {
+        (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout, cached=False)[1]
+        for t, p in partitions
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-container client cache
+# ---------------------------------------------------------------------------------------------------------------
+class KafkaClients:
+    """Clients created once per container (per process) and reused across invocations; rebuilt only when their
+    configuration changes or after a fatal error."""
+
+    def __init__(self, resolver: SecretResolver = default_secret_resolver) -> None:
+        self._resolver = resolver
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[str, str, str], tuple[dict[str, str], Any]] = {}
+
+    def _get(self, kind: type, role: str, alias: str, conf: dict[str, str], config: SrmConfig, tag: str) -> Any:
+        key = (kind.__name__, alias, tag)
+        with self._lock:
+            cached = self._clients.get(key)
+            if cached is not None and cached[0] == conf:
+                return cached[1]
+            client = build(kind, conf, config, alias, role)
+            self._clients[key] = (conf, client)
+            return client
+
+    def producer(
+        self, config: SrmConfig, alias: str, flow: tuple[str, str] | None, *, delivery_timeout_ms: int, tag: str = ""
+    ) -> Producer:
+        conf = producer_config(config, alias, flow, delivery_timeout_ms=delivery_timeout_ms, resolver=self._resolver)
+        return self._get(Producer, "producer", alias, conf, config, tag)
+
+    def admin(self, config: SrmConfig, alias: str, flow: tuple[str, str] | None = None) -> AdminClient:
+        conf = admin_config(config, alias, flow, resolver=self._resolver)
+        return self._get(AdminClient, "admin", alias, conf, config, "")
+
+    def discard_producer(self, alias: str, tag: str = "") -> None:
+        """Drop a producer after a fatal error so the next invocation starts a fresh idempotent session."""
+        with self._lock:
+            self._clients.pop((Producer.__name__, alias, tag), None)

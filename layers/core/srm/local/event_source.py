@@ -1,0 +1,233 @@
+"""An emulated MSK event source mapping: what Lambda's poller does, on one machine.
+
+Per replicated topic: a consumer in the mapping's own group polls the source; records are batched (batch size,
+batching window, the 6 MB invoke payload) into byte-identical MSK events; the very handler Lambda runs is
+invoked; the source offsets are committed only after it returns. A failed batch is retried, the same bytes, with
+backoff, forever (as Lambda's default); partition order is kept because one batch is in flight at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from srm.events import EventBuilder
+
+__all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats", "mapping_group_id"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any], Any], Any]
+_TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
+
+
+def mapping_group_id(source: str, target: str, topic: str) -> str:
+    """The consumer group of a topic's mapping (``srm-`` groups are never checkpointed)."""
+    return f"srm-mirror.{source}-{target}.{topic}"
+
+
+@dataclass(frozen=True)
+class MappingSettings:
+    batch_size: int = 100
+    batching_window_ms: int = 500
+    max_payload_bytes: int = 6 * 1024 * 1024
+
+
+@dataclass
+class MappingStats:
+    records: int = 0
+    batches: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    last_latency_ms: int = 0
+
+
+@dataclass
+class LocalContext:
+    """The part of Lambda's context object handlers and Powertools read."""
+
+    function_name: str
+    memory_limit_in_mb: int = 1024
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+class OversizedRecordError(RuntimeError):
+    pass
+
+
+class EmulatedMapping:
+    """One topic's mapping, polling on its own thread."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        topic: str,
+        consumer_config: dict[str, str],
+        handler: Handler,
+        function_name: str,
+        source_arn: str,
+        bootstrap_servers: str,
+        settings: MappingSettings,
+    ) -> None:
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.topic = topic
+        self.settings = settings
+        self._consumer_config = consumer_config
+        self._handler = handler
+        self._function_name = function_name
+        self._source_arn = source_arn
+        self._bootstrap = bootstrap_servers
+        self._stop_event = threading.Event()
+        self._revoked = False
+        self.stats = MappingStats()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_event.is_set()
+
+    # -- the poller ----------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self.stopping:
+            try:
+                self._poll_loop()
+            except Exception as e:  # a broken consumer is rebuilt; nothing was committed for the failed batch
+                self.stats.last_error = f"{type(e).__name__}: {e}"
+                log.error("event source for %s failed, restarting: %s", self.topic, self.stats.last_error)
+                self._stop_event.wait(2.0)
+
+    def _poll_loop(self) -> None:
+        consumer = Consumer(self._consumer_config)
+        buffer: deque[Message] = deque()
+
+        def on_revoke(_consumer: Consumer, _partitions: list[TopicPartition]) -> None:
+            self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
+
+        consumer.subscribe([self.topic], on_revoke=on_revoke)
+        try:
+            while not self.stopping:
+                builder = self._collect(consumer, buffer)
+                if builder is None or builder.count == 0:
+                    continue
+                if self._invoke_until_done(builder.to_bytes()):
+                    offsets = [TopicPartition(t, p, o + 1) for t, p, o in builder.last_offsets()]
+                    try:
+                        consumer.commit(offsets=offsets, asynchronous=False)
+                    except Exception as e:  # the batch will be delivered again: duplicates, never loss
+                        log.warning("commit for %s failed, the batch will be redelivered: %s", self.topic, e)
+        finally:
+            consumer.close()
+
+    def _collect(self, consumer: Consumer, buffer: deque[Message]) -> EventBuilder | None:
+        s = self.settings
+        builder = EventBuilder(self._source_arn, self._bootstrap, s.max_payload_bytes)
+        first_at: float | None = None
+        window = s.batching_window_ms / 1000.0
+        while builder.count < s.batch_size and not self.stopping:
+            if not buffer:
+                if first_at is None:
+                    timeout = 0.25
+                else:
+                    timeout = window - (time.monotonic() - first_at)
+                    if timeout <= 0:
+                        break
+                for msg in consumer.consume(num_messages=max(s.batch_size - builder.count, 500), timeout=timeout):
+                    err = msg.error()
+                    if err is None:
+                        buffer.append(msg)
+                    elif err.code() != KafkaError._PARTITION_EOF:
+                        log.warning("consumer of %s: %s", self.topic, err.str())
+                if self._revoked:
+                    self._revoked = False
+                    buffer.clear()
+                    return None
+                if not buffer:
+                    continue
+            msg = buffer[0]
+            key, value, headers = msg.key(), msg.value(), msg.headers()
+            estimate = EventBuilder.estimate(key, value, headers)
+            if not builder.fits(estimate):
+                if builder.count:
+                    break
+                self._stuck_on_oversized(msg, estimate)
+                return None
+            ts_type, ts = msg.timestamp()
+            builder.add(
+                msg.topic(),
+                msg.partition(),
+                msg.offset(),
+                ts,
+                _TIMESTAMP_TYPES.get(ts_type, "CREATE_TIME"),
+                key,
+                value,
+                headers,
+                estimate,
+            )
+            buffer.popleft()
+            if first_at is None:
+                first_at = time.monotonic()
+        return builder
+
+    def _stuck_on_oversized(self, msg: Message, estimate: int) -> None:
+        """A record too big for one invocation is never skipped: report it and hold the partition."""
+        self.stats.failures += 1
+        self.stats.last_error = (
+            f"{msg.topic()}-{msg.partition()}@{msg.offset()}: record needs ~{estimate} bytes of event payload, more "
+            f"than the {self.settings.max_payload_bytes}-byte Lambda invoke limit; it cannot be mirrored through "
+            "Lambda and the partition waits here"
+        )
+        log.error(self.stats.last_error)
+        self._stop_event.wait(30.0)
+        raise OversizedRecordError(self.stats.last_error)
+
+    def _invoke_until_done(self, payload: bytes) -> bool:
+        """Invoke the handler with the same bytes until it succeeds; False when stopped first."""
+        delay = 0.5
+        while not self.stopping:
+            event = json.loads(payload)  # what the Lambda runtime does with the invoke payload
+            try:
+                self._handler(event, LocalContext(self._function_name))
+            except Exception as e:
+                self.stats.failures += 1
+                self.stats.last_error = f"{type(e).__name__}: {e}"
+                log.warning("%s batch failed, retrying in %.1fs: %s", self.topic, delay, self.stats.last_error)
+                self._stop_event.wait(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            self.stats.batches += 1
+            records = event["records"]
+            self.stats.records += sum(len(r) for r in records.values())
+            newest = max(r[-1]["timestamp"] for r in records.values())
+            self.stats.last_latency_ms = int(time.time() * 1000) - newest
+            self.stats.last_error = None
+            return True
+        return False

@@ -1,0 +1,206 @@
+"""``srm run``: the local runtime's supervisor.
+
+It validates the configuration, starts the store (moto's DynamoDB on a loopback port unless an endpoint is
+given), loads the configuration into the config table, and keeps one worker process per enabled flow — started
+and stopped as flows are enabled and disabled in the table (``srm-control``), restarted if one dies.
+SIGINT/SIGTERM stop everything within seconds; the source offsets committed so far are where it resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from srm.config import ConfigError, Properties, SrmConfig, _is_sensitive, flow_name
+from srm.config_store import ConfigStore, create_config_table
+from srm.kafka import KafkaUnavailableError, admin_config, build, list_topics
+from srm.local.store import STATE_DIR, LocalStore
+from srm.state import create_state_table
+
+__all__ = ["LocalRuntime", "RuntimeOptions"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RuntimeOptions:
+    endpoint_url: str | None = None
+    store_port: int = 0
+    config_table: str = "srm-config"
+    state_table: str = "srm-state"
+    region: str = "us-east-1"
+    verbose: bool = False
+    state_dir: Path = STATE_DIR
+    config_cache_seconds: float = 2.0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def _secrets_to_env(props: Properties) -> tuple[Properties, dict[str, str]]:
+    """Literal secrets of a local config file travel to the workers by environment, never through the table."""
+    clean = Properties(source=props.source)
+    env: dict[str, str] = {}
+    for key, value in props.items():
+        if _is_sensitive(key) and value and not value.startswith("${"):
+            name = f"SRM_SECRET_{len(env)}"
+            env[name] = value
+            value = f"${{env:{name}}}"
+        clean.set(key, value, props.origin(key))
+    return clean, env
+
+
+class LocalRuntime:
+    def __init__(self, config: SrmConfig, options: RuntimeOptions | None = None) -> None:
+        self.options = options or RuntimeOptions()
+        clean, self._secret_env = _secrets_to_env(config.properties)
+        self.config = SrmConfig.from_properties(clean)
+        self._store: LocalStore | None = None
+        self.endpoint_url = self.options.endpoint_url
+        self._workers: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        self._restarts: dict[tuple[str, str], float] = {}
+        self.config_store: ConfigStore | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._check_clusters()
+        if self.endpoint_url is None:
+            self._store = LocalStore(self.options.store_port, self.options.state_dir)
+            self.endpoint_url = self._store.start()
+        dynamodb = boto3.client(
+            "dynamodb",
+            region_name=self.options.region,
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "local"),
+            aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
+        )
+        create_config_table(dynamodb, self.options.config_table)
+        create_state_table(dynamodb, self.options.state_table)
+        self.config_store = ConfigStore(dynamodb, self.options.config_table, cache_seconds=0)
+        self.config_store.replace_all(self.config)
+        log.info("store at %s; config loaded into %s", self.endpoint_url, self.options.config_table)
+        self.reconcile()
+
+    def _check_clusters(self) -> None:
+        """Fail fast on settings librdkafka rejects; warn (and keep going) when a cluster does not answer."""
+        for alias in sorted({a for f in self.config.enabled_flows() for a in f}):
+            admin = build(_admin_kind(), admin_config(self.config, alias), self.config, alias, "admin")
+            try:
+                list_topics(admin, timeout=5.0)
+            except KafkaUnavailableError:
+                log.warning(
+                    "cluster %s (%s) does not answer yet; replication starts when it does",
+                    alias,
+                    self.config.bootstrap_servers(alias),
+                )
+
+    def run_until(self, stop: threading.Event, poll_seconds: float = 2.0) -> None:
+        while not stop.wait(poll_seconds):
+            try:
+                self.reconcile()
+            except Exception as e:
+                log.error("cannot reconcile workers with the configuration: %s", e)
+
+    def reconcile(self) -> None:
+        """Make the running workers match the enabled flows of the config table; restart dead ones."""
+        assert self.config_store is not None
+        wanted = set(self.config_store.load(fresh=True).enabled_flows())
+        for flow, process in list(self._workers.items()):
+            if flow not in wanted:
+                log.info("%s disabled: stopping its worker", flow_name(*flow))
+                self._terminate(process)
+                del self._workers[flow]
+            elif process.poll() is not None:
+                log.warning("%s worker exited with %s; restarting", flow_name(*flow), process.returncode)
+                del self._workers[flow]
+        for flow in sorted(wanted):
+            if flow not in self._workers and time.monotonic() >= self._restarts.get(flow, 0.0):
+                self._workers[flow] = self._spawn(*flow)
+                self._restarts[flow] = time.monotonic() + 5.0
+
+    def _spawn(self, source: str, target: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **self.worker_env(source, target)}
+        log.info("%s: starting worker", flow_name(source, target))
+        return subprocess.Popen([sys.executable, "-m", "srm.local.worker"], env=env, stdin=subprocess.DEVNULL)
+
+    def worker_env(self, source: str, target: str) -> Mapping[str, str]:
+        """The environment a flow's functions get: what template.yaml sets on AWS, pointed at the local store."""
+        o = self.options
+        return {
+            "SRM_SOURCE": source,
+            "SRM_TARGET": target,
+            "SRM_CONFIG_TABLE": o.config_table,
+            "SRM_STATE_TABLE": o.state_table,
+            "SRM_CONFIG_CACHE_SECONDS": str(o.config_cache_seconds),
+            "AWS_ENDPOINT_URL": self.endpoint_url or "",
+            "AWS_DEFAULT_REGION": o.region,
+            "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "local"),
+            "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
+            "POWERTOOLS_LOG_LEVEL": "INFO" if o.verbose else "WARNING",
+            "POWERTOOLS_METRICS_DISABLED": "false" if o.verbose else "true",
+            **self._secret_env,
+            **o.extra_env,
+        }
+
+    def stop(self, timeout: float = 10.0) -> None:
+        workers, self._workers = list(self._workers.values()), {}
+        for process in workers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for process in workers:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        if self._store is not None:
+            self._store.stop()
+            self._store = None
+
+    @staticmethod
+    def _terminate(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+def _admin_kind() -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient
+
+
+def run(config: SrmConfig, options: RuntimeOptions) -> int:
+    """Run until SIGINT/SIGTERM; 0 on a clean stop."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    runtime = LocalRuntime(config, options)
+    try:
+        runtime.start()
+        flows = ", ".join(flow_name(*f) for f in runtime.config.enabled_flows()) or "none enabled"
+        log.info("running %s; stop with Ctrl-C", flows)
+        runtime.run_until(stop)
+    except ConfigError:
+        raise
+    finally:
+        runtime.stop()
+    return 0

@@ -1,0 +1,219 @@
+"""One flow's functions on one machine: what a stack per flow is on AWS, as one process.
+
+``python -m srm.local.worker`` runs with the same environment a flow's Lambda functions get (``SRM_SOURCE``,
+``SRM_TARGET``, table names, ``AWS_ENDPOINT_URL``). It runs the scheduled functions on their intervals, read
+live from the config table, and keeps one emulated event source mapping per replicated topic, started and stopped
+by the topic-sync function's decisions (:class:`LocalEventSources` is its port implementation).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from srm.app import App
+from srm.config import ConfigError, SrmConfig
+from srm.events import local_event_source_arn
+from srm.kafka import consumer_config
+from srm.local.event_source import EmulatedMapping, LocalContext, MappingSettings, mapping_group_id
+from srm.topics import TopicPlan
+
+__all__ = ["LocalEventSources", "Scheduled", "main", "run_worker"]
+
+log = logging.getLogger(__name__)
+
+
+class LocalEventSources:
+    """The event-source-mapping port, implemented with threads: one :class:`EmulatedMapping` per topic."""
+
+    def __init__(self, app: App, handler: Callable[[dict[str, Any], Any], Any]) -> None:
+        self._app = app
+        self._handler = handler
+        self._mappings: dict[str, EmulatedMapping] = {}
+        self._lock = threading.Lock()
+
+    def sync(self, source: str, target: str, plan: TopicPlan) -> None:
+        config = self._app.config()
+        settings = config.settings(source, target)
+        wanted = MappingSettings(
+            settings.event_source_batch_size,
+            settings.event_source_batching_window_ms,
+            settings.event_source_max_payload_bytes,
+        )
+        with self._lock:
+            for topic in list(self._mappings):
+                mapping = self._mappings[topic]
+                if topic not in plan.replicated or mapping.settings != wanted or not mapping.is_alive():
+                    mapping.stop()
+                    mapping.join(timeout=5)
+                    del self._mappings[topic]
+                    if topic not in plan.replicated:
+                        log.info("stopped replicating %s (no longer selected by %s->%s)", topic, source, target)
+            for topic in plan.replicated:
+                if topic not in self._mappings:
+                    self._mappings[topic] = self._start(config, source, target, topic, wanted)
+
+    def _start(
+        self, config: SrmConfig, source: str, target: str, topic: str, settings: MappingSettings
+    ) -> EmulatedMapping:
+        conf = consumer_config(config, source, (source, target), group_id=mapping_group_id(source, target, topic))
+        mapping = EmulatedMapping(
+            name=f"esm:{topic}",
+            topic=topic,
+            consumer_config=conf,
+            handler=self._handler,
+            function_name=f"srm-{source}-{target}-mirror",
+            source_arn=local_event_source_arn(source),
+            bootstrap_servers=config.bootstrap_servers(source) or "",
+            settings=settings,
+        )
+        mapping.start()
+        log.info("replicating %s (%s->%s)", topic, source, target)
+        return mapping
+
+    def mappings(self) -> dict[str, EmulatedMapping]:
+        with self._lock:
+            return dict(self._mappings)
+
+    def stop_all(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            mappings = list(self._mappings.values())
+            self._mappings.clear()
+        for m in mappings:
+            m.stop()
+        deadline = time.monotonic() + timeout
+        for m in mappings:
+            m.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+@dataclass
+class Scheduled:
+    """A scheduled function: its handler and how to read its interval from the live config (None = disabled)."""
+
+    name: str
+    handler: Callable[[dict[str, Any], Any], Any]
+    interval: Callable[[SrmConfig], float | None]
+    next_run: float = 0.0
+
+
+def schedule_event(name: str) -> dict[str, Any]:
+    """The EventBridge scheduled event a function receives (the shape of ``events/schedule.json``)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "version": "0",
+        "id": "local",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "000000000000",
+        "time": now,
+        "region": "local",
+        "resources": [f"local:rule/{name}"],
+        "detail": {},
+    }
+
+
+def run_worker(app: App, schedule: list[Scheduled], stop: threading.Event, status_every: float = 10.0) -> None:
+    """Run scheduled functions until ``stop`` is set; a failure is logged and the next tick retries."""
+    source, target = app.env.flow()
+    last_status = time.monotonic()
+    while not stop.is_set():
+        now = time.monotonic()
+        try:
+            config = app.config()
+        except Exception as e:
+            log.error("%s->%s: cannot read the configuration: %s", source, target, e)
+            stop.wait(2.0)
+            continue
+        for job in schedule:
+            interval = job.interval(config)
+            if interval is None or now < job.next_run:
+                continue
+            job.next_run = now + interval
+            try:
+                job.handler(schedule_event(job.name), LocalContext(f"srm-{source}-{target}-{job.name}"))
+            except Exception as e:
+                log.error(
+                    "%s->%s %s failed (retried next interval): %s",
+                    source,
+                    target,
+                    job.name,
+                    e,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
+        if now - last_status >= status_every and app.event_sources is not None:
+            last_status = now
+            _log_status(source, target, app.event_sources)
+        stop.wait(0.2)
+
+
+def _log_status(source: str, target: str, event_sources: Any) -> None:
+    mappings = event_sources.mappings() if hasattr(event_sources, "mappings") else {}
+    records = sum(m.stats.records for m in mappings.values())
+    failing = [f"{t}: {m.stats.last_error}" for t, m in mappings.items() if m.stats.last_error]
+    log.info(
+        "%s->%s: %d topic(s), %d record(s) replicated%s",
+        source,
+        target,
+        len(mappings),
+        records,
+        f"; failing: {'; '.join(failing)}" if failing else "",
+    )
+
+
+def default_schedule() -> list[Scheduled]:
+    from srm.handlers import topic_sync
+
+    def every(key: str, enabled_key: str | None = None) -> Callable[[SrmConfig], float | None]:
+        def interval(config: SrmConfig) -> float | None:
+            source, target = App.current().env.flow()
+            settings = config.settings(source, target)
+            if enabled_key and not getattr(settings, enabled_key):
+                return None
+            return float(getattr(settings, key))
+
+        return interval
+
+    return [Scheduled("topic-sync", topic_sync.lambda_handler, every("refresh_topics_interval_seconds"))]
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=logging.DEBUG if os.environ.get("SRM_DEBUG") else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    from srm.handlers import mirror
+
+    try:
+        app = App.current()
+        source, target = app.env.flow()
+    except ConfigError as e:
+        print(f"srm worker: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    event_sources = LocalEventSources(app, mirror.lambda_handler)
+    app.event_sources = event_sources
+    log.info("%s->%s: worker started", source, target)
+    try:
+        run_worker(app, default_schedule(), stop)
+    finally:
+        event_sources.stop_all()
+        log.info("%s->%s: worker stopped", source, target)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

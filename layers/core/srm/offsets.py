@@ -1,0 +1,120 @@
+"""Exact upstream → downstream offset mapping, kept as runs, and translation of committed offsets.
+
+A *run* says: the ``length`` records at upstream offsets ``upstream … upstream+length-1`` of a source partition
+were written, in order, at downstream offsets ``downstream … downstream+length-1`` of the remote partition.
+
+Invariants of a partition's run list (what :func:`merge_runs` keeps and :func:`translate` relies on):
+
+A. Runs are sorted by ``upstream`` and do not overlap upstream: every replicated upstream offset is in at most
+   one run, and its mapping is the *latest* write of that record (a redelivered batch replaces older mappings).
+B. Consecutive runs are consecutive deliveries of the event source: the upstream offsets between two runs
+   hold no record the source would deliver (compacted away, transaction markers, aborted or deleted records).
+C. A run is extended only while both sides stay contiguous; any gap on either side starts a new run, so a
+   steady partition is one run and state costs one write per batch, not per record.
+D. The first run starts at the first record the mirror ever delivered, which is the log start at that time.
+
+Translation of a committed upstream offset ``C`` (the next record the group would read) is the downstream
+offset of the latest copy of the first replicated record at or after ``C`` — exact, never rounded down. With no
+redeliveries that is just after the last replicated record below ``C``; after a redelivery it skips the
+superseded first copies, so a consumer that fails over reads every record once. Past the last replicated
+record the answer is "unknown" (None) unless the caller has proven there is no record there to replicate.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Run", "merge_runs", "runs_from_pairs", "translate"]
+
+
+@dataclass(frozen=True, order=True)
+class Run:
+    upstream: int
+    downstream: int
+    length: int
+
+    def __post_init__(self) -> None:
+        if self.length < 1 or self.upstream < 0 or self.downstream < 0:
+            raise ValueError(f"invalid run {self!r}")
+
+    @property
+    def upstream_end(self) -> int:
+        """One past the last upstream offset of the run."""
+        return self.upstream + self.length
+
+    @property
+    def downstream_end(self) -> int:
+        """One past the last downstream offset of the run."""
+        return self.downstream + self.length
+
+    def follows(self, other: Run) -> bool:
+        """True when this run continues ``other`` on both sides without a gap."""
+        return self.upstream == other.upstream_end and self.downstream == other.downstream_end
+
+    def cut_before(self, upstream: int) -> Run | None:
+        """The part of this run below ``upstream`` (None if nothing is left)."""
+        if upstream <= self.upstream:
+            return None
+        return Run(self.upstream, self.downstream, min(self.length, upstream - self.upstream))
+
+
+def runs_from_pairs(pairs: Iterable[tuple[int, int]]) -> list[Run]:
+    """Compress ``(upstream, downstream)`` pairs, in delivery order, into runs (invariant C)."""
+    runs: list[Run] = []
+    start_u = start_d = prev_u = prev_d = -2
+    length = 0
+    for u, d in pairs:
+        if length and u == prev_u + 1 and d == prev_d + 1:
+            length += 1
+        else:
+            if length:
+                runs.append(Run(start_u, start_d, length))
+            start_u, start_d, length = u, d, 1
+        prev_u, prev_d = u, d
+    if length:
+        runs.append(Run(start_u, start_d, length))
+    return runs
+
+
+def merge_runs(existing: Sequence[Run], new: Sequence[Run]) -> list[Run]:
+    """Apply a batch's runs (in delivery order, upstream-ascending) to the stored runs around them.
+
+    ``existing`` must hold every stored run that ends after the batch's first upstream offset, plus the run just
+    before it (for extension). Returns the replacement for that region: older runs cut where the batch begins,
+    runs the batch re-delivered dropped (invariant A), and the first new run joined to its predecessor when it
+    follows it (invariant C).
+    """
+    if not new:
+        return list(existing)
+    first = new[0].upstream
+    kept = [cut for run in existing if (cut := run.cut_before(first)) is not None]
+    result = list(kept)
+    for run in new:
+        if result and run.follows(result[-1]):
+            last = result.pop()
+            result.append(Run(last.upstream, last.downstream, last.length + run.length))
+        else:
+            result.append(run)
+    return result
+
+
+def translate(runs: Sequence[Run], upstream_offset: int, *, quiet_until: int | None = None) -> int | None:
+    """The downstream offset a consumer should resume from, having committed ``upstream_offset`` upstream.
+
+    ``runs`` must be sorted and satisfy the invariants above: a partition's full history, or every run that ends
+    after ``upstream_offset`` together with the run before them. ``quiet_until`` is an upstream offset up to which
+    the caller knows the source holds no record after the last run (e.g. only transaction markers). Returns
+    None when the answer is unknown.
+    """
+    if not runs:
+        return None
+    i = bisect.bisect_right([r.upstream_end for r in runs], upstream_offset)
+    if i < len(runs):
+        run = runs[i]  # the first run holding a record at or after upstream_offset
+        return run.downstream + max(0, upstream_offset - run.upstream)
+    last = runs[-1]
+    if upstream_offset == last.upstream_end or (quiet_until is not None and upstream_offset <= quiet_until):
+        return last.downstream_end
+    return None  # past the last replicated record: records there may not be replicated yet
