@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/srm demo
 
-test: install
+test: install lint
 	$(BIN)/python -m pytest -q
 
 lint: install

@@ -7,6 +7,8 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_CONFIG_TABLE``              config table name (default ``srm-config``)
 ``SRM_STATE_TABLE``               state table name (default ``srm-state``)
 ``SRM_CONFIG_CACHE_SECONDS``      how stale the cached config may be (default 10)
+``SRM_MIRROR_FUNCTION``           topic sync only: the mirror function's ARN, target of the event source mappings
+``SRM_SOURCE_CLUSTER_ARN``        topic sync only: the source MSK cluster the mappings read
 ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``   where DynamoDB is (boto3 reads them)
 ================================  =====================================================================
 """
@@ -22,9 +24,13 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from srm.acls import TopicAcls
 from srm.config import ConfigError, SrmConfig
 from srm.config_store import ConfigStore
-from srm.kafka import KafkaClients, SecretResolver, default_secret_resolver, ensure_topic
+from srm.event_sources import LambdaEventSources
+from srm.failover import CheckpointContext, quiet_probe
+from srm.heartbeats import HeartbeatEmitter
+from srm.kafka import KafkaClients, SecretResolver, consumer_config, default_secret_resolver, ensure_topic
 from srm.mirror import MirrorTarget
 from srm.state import StateStore
 from srm.topics import EventSourceMappings, RemoteTopics, TopicSync
@@ -40,6 +46,8 @@ class Environment:
     state_table: str = "srm-state"
     config_cache_seconds: float = 10.0
     region: str = "us-east-1"
+    mirror_function: str | None = None  # with source_cluster_arn: event source mappings through the Lambda API
+    source_cluster_arn: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Environment:
@@ -55,6 +63,8 @@ class Environment:
             state_table=env.get("SRM_STATE_TABLE", "srm-state"),
             config_cache_seconds=cache,
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            mirror_function=env.get("SRM_MIRROR_FUNCTION") or None,
+            source_cluster_arn=env.get("SRM_SOURCE_CLUSTER_ARN") or None,
         )
 
     def flow(self) -> tuple[str, str]:
@@ -113,8 +123,16 @@ class App:
         self.kafka = KafkaClients(secrets_manager_resolver(env.region))
         self._remote_topics: dict[tuple[str, str], RemoteTopics] = {}
         self._internal_topics: set[tuple[str, str]] = set()
+        self._internal_topic_lock = threading.Lock()
         # Set by the local runtime to its emulated mappings; the Lambda API adapter otherwise (issue 4).
         self.event_sources: EventSourceMappings | None = None
+        if env.mirror_function and env.source_cluster_arn:
+            self.event_sources = LambdaEventSources(
+                boto3.client("lambda", region_name=env.region, config=Config(retries={"mode": "standard"})),
+                env.mirror_function,
+                env.source_cluster_arn,
+            )
+        self._topic_acls: dict[tuple[str, str], TopicAcls] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -149,11 +167,10 @@ class App:
 
     def ensure_internal_topic(self, config: SrmConfig, alias: str, topic: str, replication_factor: int) -> None:
         """Create a single-partition compacted bookkeeping topic once per container (MM2's internal topics)."""
-        with self._lock:
+        with self._internal_topic_lock:  # once per container, even when several invocations race here
             if (alias, topic) in self._internal_topics:
                 return
-        ensure_topic(self.kafka.admin(config, alias), topic, 1, replication_factor, {"cleanup.policy": "compact"})
-        with self._lock:
+            ensure_topic(self.kafka.admin(config, alias), topic, 1, replication_factor, {"cleanup.policy": "compact"})
             self._internal_topics.add((alias, topic))
 
     def topic_sync(self) -> TopicSync:
@@ -169,7 +186,51 @@ class App:
             source_admin=self.kafka.admin(config, source, (source, target)),
             remote_topics=self.remote_topics(config, source, target),
             event_sources=self.event_sources,
+            target_admin=self.kafka.admin(config, target, (source, target)),
+            state=self.state,
+            acls=self._flow_acls(source, target),
+            flows=config.flows,
         )
+
+    def _flow_acls(self, source: str, target: str) -> TopicAcls:
+        with self._lock:  # per container: it remembers which clusters have no authorizer
+            return self._topic_acls.setdefault((source, target), TopicAcls())
+
+    def heartbeat(self) -> HeartbeatEmitter | None:
+        """The heartbeat function's dependencies for this container's flow; None when the flow emits none (disabled,
+        or ``emit.heartbeats.enabled=false``)."""
+        source, target = self.env.flow()
+        config = self.config()
+        config.check_flow(source, target)
+        settings = config.settings(source, target)
+        if not settings.enabled or not settings.emit_heartbeats_enabled:
+            return None
+        policy = config.policy(source, target)
+        topic = policy.heartbeats_topic()
+        self.ensure_internal_topic(config, source, topic, settings.heartbeats_topic_replication_factor)
+        producer = self.kafka.producer(
+            config, source, (source, target), delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="heartbeats"
+        )
+        return HeartbeatEmitter(source, target, topic, producer, settings.mirror_delivery_timeout_ms / 1000.0)
+
+    def checkpoint_context(self) -> CheckpointContext:
+        """The checkpoint function's dependencies for this container's flow."""
+        source, target = self.env.flow()
+        config = self.config()
+        config.check_flow(source, target)
+        flow = (source, target)
+        settings = config.settings(source, target)
+        policy = config.policy(source, target)
+        self.ensure_internal_topic(config, target, policy.checkpoints_topic(source),
+                                   settings.checkpoints_topic_replication_factor)
+        probe_config = consumer_config(config, source, flow, group_id="srm-checkpoint-probe",
+                                       resolver=self.kafka.resolver)
+        return CheckpointContext(
+            source=source, target=target, settings=settings, policy=policy,
+            source_admin=self.kafka.admin(config, source, flow), target_admin=self.kafka.admin(config, target, flow),
+            producer=self.kafka.producer(config, target, flow,
+                                         delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="checkpoints"),
+            state=self.state, quiet=quiet_probe(probe_config))
 
     def mirror_target(self) -> MirrorTarget:
         """The mirror's dependencies for this container's flow, with the current (cached) configuration."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from srm.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
@@ -53,6 +53,7 @@ CLIENT_ROLES = ("producer", "consumer", "admin")
 SIDES = ("source", "target")
 _FLOW_RE = re.compile(r"^(?P<source>[^\s.,>]+?)->(?P<target>[^\s.,>]+?)\.(?P<key>.+)$")
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+_HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 
 # Kafka client settings that apply to every client of a cluster without a role prefix (MM2's CLIENT_CONFIG_DEF).
 _COMMON_CLIENT_KEYS = frozenset({"bootstrap.servers", "security.protocol", "client.id", "client.rack"})
@@ -67,6 +68,7 @@ SENSITIVE_KEYS = frozenset(
         "ssl.keystore.password",
         "ssl.truststore.password",
         "ssl.key.pem",
+        "ssl.keystore.key",  # Java clients: the PEM private key itself
     }
 )
 # Kafka Connect / MM2 driver settings that have no meaning in a serverless runtime: accepted, not used.
@@ -130,28 +132,28 @@ class ConfigError(ValueError):
 class Properties(Mapping[str, str]):
     """A flat MM2 property map that remembers where each key was defined (``file:line``)."""
 
-    values: dict[str, str] = field(default_factory=dict)
+    data: dict[str, str] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
     source: str = "<memory>"
 
     def __getitem__(self, key: str) -> str:
-        return self.values[key]
+        return self.data[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.values)
+        return iter(self.data)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.data)
 
     def origin(self, key: str) -> str:
         return self.origins.get(key, self.source)
 
     def set(self, key: str, value: Any, origin: str | None = None) -> None:
-        self.values[key] = _to_str(value)
+        self.data[key] = _to_str(value)
         self.origins[key] = origin or self.source
 
     def remove(self, key: str) -> None:
-        self.values.pop(key, None)
+        self.data.pop(key, None)
         self.origins.pop(key, None)
 
     @classmethod
@@ -179,7 +181,7 @@ def _unescape(text: str) -> str:
         ch = text[i]
         if ch == "\\" and i + 1 < len(text):
             nxt = text[i + 1]
-            if nxt == "u" and i + 5 < len(text) + 1:
+            if nxt == "u" and _HEX4.fullmatch(text, i + 2, i + 6):  # exactly four hex digits, as Java requires
                 try:
                     out.append(chr(int(text[i + 2 : i + 6], 16)))
                     i += 6
@@ -425,9 +427,10 @@ class FlowSettings(BaseModel):
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
     @classmethod
-    def _patterns_valid(cls, value: Any) -> str:
+    def _patterns_valid(cls, value: Any, info: ValidationInfo) -> str:
         text = _to_str(value)
-        PatternList.parse(text, "pattern")  # raises FilterError naming the bad regex
+        field_info = cls.model_fields[info.field_name or ""]
+        PatternList.parse(text, field_info.alias or info.field_name or "pattern")  # FilterError names the regex
         return text
 
     @classmethod
@@ -449,6 +452,14 @@ class FlowSettings(BaseModel):
 
 
 SETTING_KEYS = FlowSettings.keys()
+# An alias prefixes its cluster's settings, so it cannot be the first word of another setting.
+_RESERVED_ALIASES = frozenset(
+    {k.split(".")[0] for k in SETTING_KEYS | _IGNORED_KEYS | _COMMON_CLIENT_KEYS}
+    | {p.split(".")[0] for p in _IGNORED_PREFIXES + _COMMON_CLIENT_PREFIXES}
+    | set(CLIENT_ROLES)
+    | set(SIDES)
+    | {"clusters"}
+)
 
 
 def _is_ignored(key: str) -> bool:
@@ -506,6 +517,12 @@ class SrmConfig:
                     key="clusters",
                     origin=props.origin("clusters"),
                 )
+            if alias in _RESERVED_ALIASES:
+                raise ConfigError(
+                    f"clusters: {alias!r} cannot be an alias: '{alias}.' already starts other settings",
+                    key="clusters",
+                    origin=props.origin("clusters"),
+                )
         if len(set(clusters)) != len(clusters):
             raise ConfigError("clusters: an alias is listed twice", key="clusters", origin=props.origin("clusters"))
 
@@ -552,14 +569,16 @@ class SrmConfig:
         for source, target in config.flows:
             config.settings(source, target)  # validates every replication's settings up front
             config.policy(source, target)
-        for alias in clusters:
-            if alias in {s for s, _ in config.enabled_flows()} | {t for _, t in config.enabled_flows()}:
-                if not config.bootstrap_servers(alias):
-                    raise ConfigError(
-                        f"cluster {alias!r} has no bootstrap servers: set {alias}.bootstrap.servers",
-                        key=f"{alias}.bootstrap.servers",
-                        origin=props.source,
-                    )
+        for level in (None, *clusters):  # settings no replication reads yet are still checked
+            config._validate_level(level)
+        for alias in sorted({a for flow in config.enabled_flows() for a in flow}):
+            if not config.bootstrap_servers(alias):
+                raise ConfigError(
+                    f"cluster {alias!r} has no bootstrap servers: set {alias}.bootstrap.servers",
+                    key=f"{alias}.bootstrap.servers",
+                    origin=props.source,
+                )
+        _refuse_identity_loops(config)
         return config
 
     # -- lookups ----------------------------------------------------------------------------------------------
@@ -591,6 +610,13 @@ class SrmConfig:
 
     def _settings(self, source: str, target: str) -> FlowSettings:
         self.check_flow(source, target)
+        return self._resolve_settings(source, target)
+
+    def _validate_level(self, alias: str | None) -> None:
+        """Validate the global (or one cluster's) settings as a replication targeting it would read them."""
+        self._resolve_settings(None, alias)
+
+    def _resolve_settings(self, source: str | None, target: str | None) -> FlowSettings:
         raw: dict[str, str] = {}
         defined_by: dict[str, str] = {}
         for name in SETTING_KEYS:
@@ -599,19 +625,18 @@ class SrmConfig:
                 raw[name], defined_by[name] = found
         try:
             return FlowSettings.model_validate(raw)
-        except FilterError as e:
-            key = defined_by.get(e.key, e.key)
-            raise ConfigError(str(e).replace(e.key, key, 1), key=key, origin=self.properties.origin(key)) from None
         except ValidationError as e:
             err = e.errors()[0]
             name = str(err["loc"][0]) if err["loc"] else "?"
+            key = defined_by.get(name, name)
             ctx_error = (err.get("ctx") or {}).get("error")
             if isinstance(ctx_error, FilterError):
-                name = ctx_error.key if ctx_error.key in defined_by else name
-            key = defined_by.get(name, name)
-            value = raw.get(name)
-            message = str(ctx_error) if ctx_error else err["msg"]
-            raise ConfigError(f"{key}={value!r}: {message}", key=key, origin=self.properties.origin(key)) from None
+                message = f"{ctx_error.pattern!r} is not a valid regex ({ctx_error.reason})"
+            else:
+                message = str(ctx_error) if ctx_error else err["msg"]
+            raise ConfigError(
+                f"{key}={raw.get(name)!r}: {message}", key=key, origin=self.properties.origin(key)
+            ) from None
 
     def policy(self, source: str, target: str) -> ReplicationPolicy:
         cache: dict[tuple[str, str], ReplicationPolicy] = self.__dict__.setdefault("_policy_cache", {})
@@ -640,6 +665,28 @@ class SrmConfig:
 
 def _is_sensitive(key: str) -> bool:
     return any(key == s or key.endswith("." + s) for s in SENSITIVE_KEYS)
+
+
+def _refuse_identity_loops(config: SrmConfig) -> None:
+    """Enabled name-preserving flows that would replicate a literally named topic round a cycle are refused
+    (:mod:`srm.loops`, level 1)."""
+    from srm.loops import identity_loops
+
+    flows = {f: (config.policy(*f), config.settings(*f).topic_filter()) for f in config.enabled_flows()}
+    loops = identity_loops(flows)
+    if loops:
+        loop = loops[0]
+        source, target = loop.cycle[0], loop.cycle[1]
+        found = resolve(config.properties, "topics", source=source, target=target)
+        key = found[1] if found else f"{source}->{target}.topics"
+        raise ConfigError(
+            f"{loop}: remote topics keep their names, so each flow would replicate it back to where it came from; "
+            "keep the topic filters of "
+            f"{' and '.join(f'{a}->{b}' for a, b in zip(loop.cycle, loop.cycle[1:], strict=False))} disjoint, "
+            "e.g. with topics.exclude, or use DefaultReplicationPolicy",
+            key=key,
+            origin=config.properties.origin(key),
+        )
 
 
 def _unknown_alias(alias: str, clusters: Iterable[str], key: str) -> str:

@@ -10,41 +10,94 @@ sk                          value (JSON object of the scope's properties, keys w
 ``flow#<source>-><target>`` ``<source>-><target>.``-prefixed properties (``enabled``, ``topics``…)
 ==========================  ===================================================================================
 
-Each item carries ``version`` (N); writers put conditionally on the version they read, so two operators cannot
-silently lose each other's edits. Secret values are never stored: only references such as ``${env:NAME}``.
+Every item also carries ``version`` (N, 1 for a new scope, +1 per write), ``updated_at`` (S, ISO-8601 UTC) and
+``updated_by`` (S, who wrote it).
+
+Invariants:
+
+A. Writers read a :class:`ConfigSnapshot`, validate the whole resulting property map, then :meth:`ConfigStore.commit`
+   their changes in one DynamoDB transaction that is conditional on the version of every scope they read (and on
+   the absence of scopes they create). So a change is validated against exactly the configuration it lands on, and
+   two operators cannot lose each other's edits: the later write fails with :class:`ConfigConflictError` and
+   nothing of it is written.
+B. A commit is all or nothing up to DynamoDB's 100 items per transaction; larger imports are written in several
+   transactions (each still conditional on what it replaces).
+C. Secret values are never stored: only references such as ``${env:NAME}`` or ``${secretsmanager:id}``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
 from aws_lambda_powertools.utilities.parameters import DynamoDBProvider
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from srm.config import ConfigError, Properties, SrmConfig, _is_sensitive
 from srm.state import _create_table
 
-__all__ = ["ConfigConflictError", "ConfigStore", "Scope", "create_config_table", "split_scopes"]
+__all__ = [
+    "ConfigConflictError",
+    "ConfigSnapshot",
+    "ConfigStore",
+    "ConfigStoreError",
+    "Scope",
+    "check_no_secrets",
+    "create_config_table",
+    "scope_key",
+    "split_scopes",
+]
+
+log = logging.getLogger(__name__)
 
 _PARTITION = "config"
 _FLOW_KEY = re.compile(r"^(?P<flow>[^\s.,>]+?->[^\s.,>]+?)\.(?P<key>.+)$")
 _REF = re.compile(r"^\$\{[a-zA-Z]+:[^}]*\}$")
+_MAX_TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
 
 
 class ConfigConflictError(RuntimeError):
-    """Someone else changed the same part of the configuration since it was read."""
+    """Someone else changed the same configuration since it was read; nothing of this write was stored."""
+
+    def __init__(self, scopes: tuple[str, ...]) -> None:
+        names = ", ".join(Scope(sk, {}).label for sk in scopes) or "the configuration"
+        super().__init__(
+            f"{names} changed since it was read (someone else wrote it meanwhile); nothing was written: "
+            "run the command again to apply it to the current configuration"
+        )
+        self.scopes = scopes
+
+
+class ConfigStoreError(RuntimeError):
+    """The config table cannot be reached, read or written (not a problem of the configuration itself)."""
+
+    def __init__(self, message: str, *, missing_table: bool = False) -> None:
+        super().__init__(message)
+        self.missing_table = missing_table
+
+
+def scope_key(*, cluster: str | None = None, flow: tuple[str, str] | None = None) -> str:
+    """The sort key of a scope: the global settings, a cluster's, or a replication flow's."""
+    if cluster is not None:
+        return f"cluster#{cluster}"
+    if flow is not None:
+        return f"flow#{flow[0]}->{flow[1]}"
+    return "global"
 
 
 @dataclass(frozen=True)
 class Scope:
     sk: str
     properties: dict[str, str]
-    version: int = 0
+    version: int = 0  # 0: not stored (yet)
+    updated_at: str | None = None
+    updated_by: str | None = None
 
     @property
     def prefix(self) -> str:
@@ -52,9 +105,33 @@ class Scope:
             return ""
         return self.sk.split("#", 1)[1] + "."
 
+    @property
+    def label(self) -> str:
+        kind, _, name = self.sk.partition("#")
+        return {"global": "the global settings", "cluster": f"cluster {name}", "flow": f"flow {name}"}.get(
+            kind, self.sk
+        )
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """Every scope of the table with its version, read consistently: the base of a read-modify-write."""
+
+    table: str
+    scopes: Mapping[str, Scope] = field(default_factory=dict)
+
+    def scope(self, sk: str) -> Scope:
+        return self.scopes.get(sk) or Scope(sk, {})
+
+    def properties(self) -> Properties:
+        return _flatten(self.table, {sk: s.properties for sk, s in self.scopes.items()})
+
+    def __bool__(self) -> bool:
+        return bool(self.scopes)
+
 
 def split_scopes(props: Mapping[str, str], clusters: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """Partition a flat property map into the table's scopes (the inverse of :meth:`ConfigStore.properties`)."""
+    """Partition a flat property map into the table's scopes (the inverse of :meth:`ConfigSnapshot.properties`)."""
     scopes: dict[str, dict[str, str]] = {"global": {}}
     for key, value in props.items():
         m = _FLOW_KEY.match(key)
@@ -80,6 +157,15 @@ def check_no_secrets(props: Properties) -> None:
             )
 
 
+def _flatten(table: str, scopes: Mapping[str, Mapping[str, str]]) -> Properties:
+    props = Properties(source=f"dynamodb:{table}")
+    for sk, values in sorted(scopes.items(), key=lambda kv: (kv[0] != "global", kv[0])):
+        prefix = "" if sk == "global" else sk.split("#", 1)[1] + "."
+        for key, value in values.items():
+            props.set(prefix + key, value, f"dynamodb:{table}#{sk}")
+    return props
+
+
 class ConfigStore:
     def __init__(self, client: Any, table: str, cache_seconds: float = 10.0) -> None:
         self._db = client
@@ -97,7 +183,7 @@ class ConfigStore:
     # -- reading -------------------------------------------------------------------------------------------------
     def load(self, *, fresh: bool = False) -> SrmConfig:
         """The current configuration, validated; served from a cache at most ``cache_seconds`` old."""
-        scopes = self._provider.get_multiple(
+        scopes: dict[str, Any] = self._provider.get_multiple(  # type: ignore[assignment]
             _PARTITION, max_age=int(self.cache_seconds), transform="json", force_fetch=fresh
         )
         if not scopes:
@@ -106,81 +192,160 @@ class ConfigStore:
             )
         # Validating is not free: parse again only when the table's content changed.
         if self._parsed is None or self._parsed[0] != scopes:
-            self._parsed = (scopes, SrmConfig.from_properties(self._flatten(scopes)))
+            self._parsed = (scopes, SrmConfig.from_properties(_flatten(self.table, scopes)))
         return self._parsed[1]
 
-    def scopes(self) -> dict[str, Scope]:
-        """Every scope with its version, read consistently (for read-modify-write)."""
-        try:
-            items = self._db.query(
-                TableName=self.table,
-                KeyConditionExpression="id = :id",
-                ExpressionAttributeValues={":id": {"S": _PARTITION}},
-                ConsistentRead=True,
-            )["Items"]
-        except ClientError as e:
-            raise ConfigError(f"cannot read config table {self.table}: {e.response['Error']['Message']}") from None
-        return {
-            i["sk"]["S"]: Scope(i["sk"]["S"], json.loads(i["value"]["S"]), int(i.get("version", {"N": "0"})["N"]))
-            for i in items
+    def read(self) -> ConfigSnapshot:
+        """Every scope with its version, read consistently (the base of a read-modify-write)."""
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "id = :id",
+            "ExpressionAttributeValues": {":id": {"S": _PARTITION}},
+            "ConsistentRead": True,
         }
+        while True:
+            page = self._call("read", self._db.query, **kwargs)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        scopes = {}
+        for i in items:
+            sk = i["sk"]["S"]
+            scopes[sk] = Scope(
+                sk,
+                json.loads(i["value"]["S"]),
+                int(i.get("version", {"N": "0"})["N"]),
+                i.get("updated_at", {}).get("S"),
+                i.get("updated_by", {}).get("S"),
+            )
+        return ConfigSnapshot(self.table, scopes)
+
+    def scopes(self) -> dict[str, Scope]:
+        return dict(self.read().scopes)
 
     def properties(self) -> Properties:
-        return self._flatten({sk: s.properties for sk, s in self.scopes().items()})
-
-    def _flatten(self, scopes: Mapping[str, Mapping[str, str]]) -> Properties:
-        props = Properties(source=f"dynamodb:{self.table}")
-        for sk, values in sorted(scopes.items()):
-            prefix = "" if sk == "global" else sk.split("#", 1)[1] + "."
-            for key, value in values.items():
-                props.set(prefix + key, value, f"dynamodb:{self.table}#{sk}")
-        return props
+        return self.read().properties()
 
     # -- writing -------------------------------------------------------------------------------------------------
-    def replace_all(self, config: SrmConfig) -> None:
-        """Make the table hold exactly this (already validated) configuration."""
+    def plan_replace(self, config: SrmConfig, base: ConfigSnapshot) -> dict[str, dict[str, str] | None]:
+        """The scope changes that make the table hold exactly ``config`` (None: delete the scope)."""
         check_no_secrets(config.properties)
         wanted = split_scopes(config.properties, config.clusters)
-        current = self.scopes()
-        for sk, values in wanted.items():
-            old = current.get(sk)
-            if old is None or old.properties != values:
-                self.put_scope(Scope(sk, values, old.version if old else 0))
-        for sk, old in current.items():
-            if sk not in wanted:
-                self.delete_scope(old)
-
-    def put_scope(self, scope: Scope) -> None:
-        """Write one scope if its version is still the one read; raises ConfigConflictError otherwise."""
-        item = {
-            "id": {"S": _PARTITION},
-            "sk": {"S": scope.sk},
-            "value": {"S": json.dumps(scope.properties, sort_keys=True)},
-            "version": {"N": str(scope.version + 1)},
+        changes: dict[str, dict[str, str] | None] = {
+            sk: values for sk, values in wanted.items() if sk not in base.scopes or base.scope(sk).properties != values
         }
-        condition = "attribute_not_exists(sk)" if scope.version == 0 else "version = :v"
-        values = {} if scope.version == 0 else {"ExpressionAttributeValues": {":v": {"N": str(scope.version)}}}
-        try:
-            self._db.put_item(TableName=self.table, Item=item, ConditionExpression=condition, **values)
-        except ClientError as e:
-            if e.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise ConfigConflictError(
-                    f"{scope.sk} was changed by someone else since it was read; run the command again"
-                ) from None
-            raise ConfigError(f"cannot write config table {self.table}: {e.response['Error']['Message']}") from None
+        changes.update({sk: None for sk in base.scopes if sk not in wanted})
+        return changes
 
-    def delete_scope(self, scope: Scope) -> None:
-        try:
-            self._db.delete_item(
-                TableName=self.table,
-                Key={"id": {"S": _PARTITION}, "sk": {"S": scope.sk}},
-                ConditionExpression="version = :v",
-                ExpressionAttributeValues={":v": {"N": str(scope.version)}},
+    def replace_all(
+        self, config: SrmConfig, *, base: ConfigSnapshot | None = None, author: str | None = None
+    ) -> dict[str, dict[str, str] | None]:
+        """Make the table hold exactly this (already validated) configuration; returns the changes written."""
+        base = self.read() if base is None else base
+        changes = self.plan_replace(config, base)
+        self.commit(base, changes, author=author)
+        return changes
+
+    def commit(
+        self,
+        base: ConfigSnapshot,
+        changes: Mapping[str, Mapping[str, str] | None],
+        *,
+        author: str | None = None,
+    ) -> None:
+        """Write ``changes`` (sk → the scope's new properties, or None to delete it) in one transaction, on condition
+        that no scope of ``base`` changed and no scope created here appeared meanwhile (invariant A)."""
+        if not changes:
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        writes: list[tuple[str, dict[str, Any]]] = []
+        for sk, values in sorted(changes.items()):
+            old = base.scope(sk)
+            key = {"id": {"S": _PARTITION}, "sk": {"S": sk}}
+            if old.version == 0:
+                condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(sk)"}
+            else:
+                condition = {
+                    "ConditionExpression": "version = :v",
+                    "ExpressionAttributeValues": {":v": {"N": str(old.version)}},
+                }
+            if values is None:
+                if old.version == 0:
+                    continue  # nothing stored to delete
+                writes.append((sk, {"Delete": {"TableName": self.table, "Key": key, **condition}}))
+                continue
+            item = {
+                **key,
+                "value": {"S": json.dumps(dict(values), sort_keys=True)},
+                "version": {"N": str(old.version + 1)},
+                "updated_at": {"S": now},
+                "updated_by": {"S": author or "unknown"},
+            }
+            writes.append((sk, {"Put": {"TableName": self.table, "Item": item, **condition}}))
+        checks = [
+            (
+                sk,
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table,
+                        "Key": {"id": {"S": _PARTITION}, "sk": {"S": sk}},
+                        "ConditionExpression": "version = :v",
+                        "ExpressionAttributeValues": {":v": {"N": str(scope.version)}},
+                    }
+                },
             )
+            for sk, scope in sorted(base.scopes.items())
+            if sk not in changes
+        ]
+        if len(writes) + len(checks) <= _MAX_TRANSACTION_ITEMS:
+            self._transact(writes + checks)
+            return
+        log.warning(
+            "%d scope changes exceed one DynamoDB transaction (%d items): writing them in several",
+            len(writes),
+            _MAX_TRANSACTION_ITEMS,
+        )
+        for i in range(0, len(writes), _MAX_TRANSACTION_ITEMS):
+            self._transact(writes[i : i + _MAX_TRANSACTION_ITEMS])
+
+    def _transact(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        if not items:
+            return
+        try:
+            self._db.transact_write_items(TransactItems=[request for _, request in items])
         except ClientError as e:
-            if e.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise ConfigConflictError(f"{scope.sk} was changed by someone else since it was read") from None
-            raise
+            code = e.response.get("Error", {}).get("Code")
+            if code == "TransactionCanceledException":
+                reasons = e.response.get("CancellationReasons") or []
+                failed = tuple(
+                    sk
+                    for (sk, _), reason in zip(items, reasons, strict=False)
+                    if (reason or {}).get("Code") in ("ConditionalCheckFailed", "TransactionConflict")
+                )
+                if failed or not reasons:
+                    raise ConfigConflictError(failed) from None
+            raise self._store_error("write", e) from None
+        except BotoCoreError as e:
+            raise self._store_error("write", e) from None
+
+    # -- plumbing ------------------------------------------------------------------------------------------------
+    def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except (ClientError, BotoCoreError) as e:
+            raise self._store_error(what, e) from None
+
+    def _store_error(self, what: str, e: Exception) -> ConfigStoreError:
+        where = f" at {self._db.meta.endpoint_url}"
+        if isinstance(e, ClientError):
+            code = e.response.get("Error", {}).get("Code")
+            if code == "ResourceNotFoundException":
+                return ConfigStoreError(f"config table {self.table} does not exist{where}", missing_table=True)
+            message = e.response.get("Error", {}).get("Message") or code
+            return ConfigStoreError(f"cannot {what} config table {self.table}{where}: {message}")
+        return ConfigStoreError(f"cannot {what} config table {self.table}{where}: {e}")
 
 
 def create_config_table(client: Any, table: str) -> None:

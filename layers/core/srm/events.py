@@ -58,7 +58,7 @@ def decode_header_value(raw: Any) -> bytes | None:
         try:
             return bytes(raw)
         except ValueError:
-            return bytes(b & 0xFF for b in raw)  # Java's signed bytes
+            return bytes(b + 256 if -128 <= b < 0 else b for b in raw)  # Java's signed bytes; others still fail
     if isinstance(raw, str):
         return base64.b64decode(raw, validate=True)
     raise TypeError(f"header value of type {type(raw).__name__}")
@@ -106,7 +106,7 @@ def _parse_group(group_key: str, records: Any) -> PartitionBatch:
             if rec["topic"] != topic or rec["partition"] != partition:
                 raise MalformedEventError(f"{where}: belongs to {rec['topic']}-{rec['partition']}")
             offset = rec["offset"]
-            if not isinstance(offset, int) or offset <= previous:
+            if type(offset) is not int or offset <= previous:
                 raise MalformedEventError(f"{where}: offset {offset!r} is not above {previous}")
             previous = offset
             offsets.append(offset)
@@ -179,13 +179,15 @@ class EventBuilder:
         self.size = self._ENVELOPE + len(source_arn) + len(bootstrap_servers)
 
     @staticmethod
-    def estimate(key: bytes | None, value: bytes | None, headers: Iterable[Header] | None) -> int:
-        """An upper bound of a record's JSON size: base64 is 4/3, a signed byte is at most 5 characters."""
-        size = 160
+    def estimate(key: bytes | None, value: bytes | None, headers: Iterable[Header] | None, topic: str = "") -> int:
+        """An upper bound of a record's JSON size, its partition's group key included: the fixed fields with the
+        widest numbers take 180 characters, the topic name appears twice, base64 is 4/3, a header name is its
+        escaped JSON string and a signed byte is at most 5 characters."""
+        size = 180 + 2 * len(json.dumps(topic))
         size += 4 * ((len(key) + 2) // 3) if key is not None else 0
         size += 4 * ((len(value) + 2) // 3) if value is not None else 0
         for name, v in headers or ():
-            size += 2 * len(name.encode("utf-8")) + 8 + (5 * len(v) if v is not None else 4)
+            size += len(json.dumps(name)) + 8 + (5 * len(v) if v is not None else 4)
         return size
 
     def fits(self, estimate: int) -> bool:

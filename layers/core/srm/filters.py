@@ -47,6 +47,7 @@ class FilterError(ValueError):
         super().__init__(f"{key}: {pattern!r} is not a valid regex ({reason})")
         self.key = key
         self.pattern = pattern
+        self.reason = reason
 
 
 def parse_list(value: str | Iterable[str] | None) -> tuple[str, ...]:

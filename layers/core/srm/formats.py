@@ -55,7 +55,10 @@ class _Reader:
         length = self.int16()
         if length < 0:
             raise FormatError(f"{self.what}: null STRING where MM2 never writes one")
-        return self._take(length).decode("utf-8")
+        try:
+            return self._take(length).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"{self.what}: STRING is not UTF-8 ({e.reason})") from None
 
     def version(self) -> None:
         version = self.int16()

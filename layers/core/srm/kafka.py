@@ -341,7 +341,7 @@ class KafkaClients:
     configuration changes or after a fatal error."""
 
     def __init__(self, resolver: SecretResolver = default_secret_resolver) -> None:
-        self._resolver = resolver
+        self.resolver = resolver
         self._lock = threading.Lock()
         self._clients: dict[tuple[str, str, str], tuple[dict[str, str], Any]] = {}
 
@@ -358,11 +358,11 @@ class KafkaClients:
     def producer(
         self, config: SrmConfig, alias: str, flow: tuple[str, str] | None, *, delivery_timeout_ms: int, tag: str = ""
     ) -> Producer:
-        conf = producer_config(config, alias, flow, delivery_timeout_ms=delivery_timeout_ms, resolver=self._resolver)
+        conf = producer_config(config, alias, flow, delivery_timeout_ms=delivery_timeout_ms, resolver=self.resolver)
         return self._get(Producer, "producer", alias, conf, config, tag)
 
     def admin(self, config: SrmConfig, alias: str, flow: tuple[str, str] | None = None) -> AdminClient:
-        conf = admin_config(config, alias, flow, resolver=self._resolver)
+        conf = admin_config(config, alias, flow, resolver=self.resolver)
         return self._get(AdminClient, "admin", alias, conf, config, "")
 
     def discard_producer(self, alias: str, tag: str = "") -> None:

@@ -5,6 +5,12 @@ duplicates kept) and CreateTime timestamp, through an idempotent ``acks=all`` pr
 the target acknowledged every record; on any failure it raises, so the event source retries the whole batch and
 commits nothing (at-least-once, never loss). Then, once per partition: the offset runs go to the state table and
 MM2-format offset syncs to ``mm2-offset-syncs.<target>.internal``.
+
+When the remote topic keeps the source topic's name (``IdentityReplicationPolicy``), each record also carries the
+``srm-provenance`` header (:mod:`srm.loops`): the source alias is added to it, and a record that has already visited
+the target is skipped — counted as processed, never written; its offset is an upstream gap between offset runs. With
+the default policy nothing is added: records stay byte-identical. A batch of the source's own ``heartbeats`` topic
+also records the newest heartbeat's replication latency in the flow status (:mod:`srm.heartbeats`).
 """
 
 from __future__ import annotations
@@ -12,18 +18,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from srm.config import FlowSettings
 from srm.events import PartitionBatch, parse_event
 from srm.filters import should_replicate_topic
 from srm.formats import OffsetSync
+from srm.heartbeats import latest_heartbeat
+from srm.loops import stamp_provenance
 from srm.offsets import Run, runs_from_pairs
 from srm.policy import ReplicationPolicy
-from srm.state import StateStore
+from srm.state import StateError, StateStore
 
 __all__ = [
     "BatchResult",
@@ -80,6 +88,8 @@ class BatchResult:
     bytes: int = 0
     partitions: dict[str, int] = field(default_factory=dict)  # "remote-topic-p" → records
     max_latency_ms: int = 0  # now − the oldest record timestamp of the batch
+    skipped: int = 0  # records not written: their provenance names the target (identity loop guard)
+    heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat of the batch
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -87,6 +97,8 @@ class BatchResult:
             "bytes": self.bytes,
             "partitions": self.partitions,
             "maxLatencyMs": self.max_latency_ms,
+            **({"skipped": self.skipped} if self.skipped else {}),
+            **({"heartbeatLatencyMs": self.heartbeat_latency_ms} if self.heartbeat_latency_ms is not None else {}),
         }
 
 
@@ -139,6 +151,9 @@ def replicate_batch(event: Any, target: MirrorTarget) -> BatchResult:
             )
         remote = target.policy.format_remote_topic(target.source, batch.topic)
         target.ensure_remote_topic(batch.topic, remote, batch.partition + 1)
+        if remote == batch.topic:  # the name cannot tell where records came from: the provenance header does
+            batch, skipped = _with_provenance(batch, target.source, target.target)
+            result.skipped += skipped
         acks = _Acks(len(batch))
         pending.append((batch, remote, acks))
 
@@ -149,7 +164,8 @@ def replicate_batch(event: Any, target: MirrorTarget) -> BatchResult:
         result.partitions[f"{remote}-{batch.partition}"] = len(batch)
         result.bytes += sum(len(v) for v in batch.values if v is not None)
         result.bytes += sum(len(k) for k in batch.keys if k is not None)
-        result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
+        if len(batch):
+            result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
 
     _await_acks(producer, pending, settings.mirror_delivery_timeout_ms / 1000.0)
 
@@ -164,11 +180,13 @@ def replicate_batch(event: Any, target: MirrorTarget) -> BatchResult:
         target.state.record_runs(target.source, target.target, topic, partition, partition_runs)
     if sync_acks is not None:
         _await_offset_syncs(target, sync_acks)
+    result.heartbeat_latency_ms = _record_heartbeat(target, pending)
     return result
 
 
 def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, acks: _Acks) -> None:
     produce, poll, on_delivery, partition = producer.produce, producer.poll, acks.on_delivery, batch.partition
+    refreshed = False
     for key, value, timestamp, headers in zip(batch.keys, batch.values, batch.timestamps, batch.headers, strict=True):
         while True:
             try:
@@ -178,12 +196,19 @@ def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, a
                     key,
                     partition=partition,
                     timestamp=timestamp,
-                    headers=headers,
+                    headers=headers,  # type: ignore[arg-type]  # list is invariant; the tuples fit
                     on_delivery=on_delivery,
                 )
                 break
             except BufferError:
                 poll(0.05)  # local queue full: let deliveries drain
+            except KafkaException as e:
+                # A partition added since the producer last read metadata (topic-sync grew the remote topic):
+                # refresh once and produce again; a partition still unknown fails the batch (it is retried).
+                if refreshed or e.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                    raise
+                producer.list_topics(remote, timeout=10)
+                refreshed = True
 
 
 def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, _Acks]], timeout: float) -> None:
@@ -223,8 +248,61 @@ def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, _Ac
         acks.offsets.sort()
 
 
+def _with_provenance(batch: PartitionBatch, source: str, target: str) -> tuple[PartitionBatch, int]:
+    """The batch with ``source`` added to every record's provenance, minus the records that have visited
+    ``target`` already; and how many were left out."""
+    keep: list[int] = []
+    headers: list[list[tuple[str, bytes | None]] | None] = []
+    for i, record_headers in enumerate(batch.headers):
+        stamped = stamp_provenance(record_headers, source, target)
+        if stamped is not None:
+            keep.append(i)
+            headers.append(stamped)
+    if len(keep) == len(batch):
+        return replace(batch, headers=headers), 0
+    kept = PartitionBatch(
+        batch.topic,
+        batch.partition,
+        [batch.offsets[i] for i in keep],
+        [batch.keys[i] for i in keep],
+        [batch.values[i] for i in keep],
+        [batch.timestamps[i] for i in keep],
+        headers,
+    )
+    return kept, len(batch) - len(keep)
+
+
+def _record_heartbeat(target: MirrorTarget, pending: list[tuple[PartitionBatch, str, _Acks]]) -> int | None:
+    """After a batch of the source's heartbeats topic reached the target: its newest heartbeat's latency, recorded
+    in the flow status. A state table hiccup is logged, never fails a replicated batch."""
+    heartbeats_topic = target.policy.heartbeats_topic()
+    newest = None
+    for batch, _, _ in pending:
+        if batch.topic == heartbeats_topic:
+            found = latest_heartbeat(batch.keys, batch.values, target.source)
+            if found is not None and (newest is None or found.timestamp > newest.timestamp):
+                newest = found
+    if newest is None:
+        return None
+    now_ms = int(time.time() * 1000)
+    latency = max(0, now_ms - newest.timestamp)
+    try:
+        target.state.update_flow_status(
+            target.source,
+            target.target,
+            heartbeat_ms=newest.timestamp,
+            heartbeat_latency_ms=latency,
+            heartbeat_replicated_ms=now_ms,
+        )
+    except StateError as e:
+        log.warning("heartbeat latency of %s->%s not recorded: %s", target.source, target.target, e)
+    return latency
+
+
 def _offset_syncs(batch: PartitionBatch, runs: list[Run]) -> list[OffsetSync]:
     """MM2 offset syncs for a partition: the first record of every run and the batch's last record."""
+    if not runs:
+        return []  # every record of the batch was skipped
     syncs = [OffsetSync(batch.topic, batch.partition, r.upstream, r.downstream) for r in runs]
     last = runs[-1]
     if last.length > 1:

@@ -26,7 +26,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Run", "merge_runs", "runs_from_pairs", "translate"]
+__all__ = ["Run", "merge_runs", "runs_from_pairs", "translate", "translate_back"]
 
 
 @dataclass(frozen=True, order=True)
@@ -118,3 +118,23 @@ def translate(runs: Sequence[Run], upstream_offset: int, *, quiet_until: int | N
     if upstream_offset == last.upstream_end or (quiet_until is not None and upstream_offset <= quiet_until):
         return last.downstream_end
     return None  # past the last replicated record: records there may not be replicated yet
+
+
+def translate_back(runs: Sequence[Run], downstream_offset: int) -> int | None:
+    """The upstream offset a consumer should resume from on the source cluster, having committed
+    ``downstream_offset`` on the remote topic (failback).
+
+    Downstream offsets grow with upstream ones (each batch is appended after the previous one), so the runs are
+    sorted on both sides. The answer is the upstream offset of the first replicated record at or after
+    ``downstream_offset``: a consumer that read records of a failed, superseded attempt may read them again, but
+    never skips one. Past the last replicated record the answer is unknown (None) unless the consumer stopped
+    exactly there.
+    """
+    if not runs:
+        return None
+    i = bisect.bisect_right([r.downstream_end for r in runs], downstream_offset)
+    if i < len(runs):
+        run = runs[i]
+        return run.upstream + max(0, downstream_offset - run.downstream)
+    last = runs[-1]
+    return last.upstream_end if downstream_offset == last.downstream_end else None

@@ -2,11 +2,24 @@
 
 This module alone knows the item layout. Keys: ``pk`` (S) and ``sk`` (S).
 
-========================================  ==========================  ==============================================
-item                                      pk                          sk / attributes
-========================================  ==========================  ==============================================
-offset run (see :mod:`srm.offsets`)       ``runs#<src>#<tgt>#<topic>#<p>``  ``sk`` = upstream start, 20 digits; ``d``, ``n``
-========================================  ==========================  ==============================================
+==================================  ==================================  ========================================
+item                                pk                                  sk / attributes
+==================================  ==================================  ========================================
+offset run (see :mod:`srm.offsets`)  ``runs#<src>#<tgt>#<topic>#<p>``   ``sk`` = upstream start (20 digits); d, n
+last checkpoint of a group           ``ckpt#<src>#<tgt>#<group>``       ``sk`` = ``<topic>#<p>``; u, d, rt, m, at
+flow status                          ``flow#<src>#<tgt>``               ``sk`` = ``status``; one attribute per fact
+topic mapping (srm-meta.internal)    ``topics#<src>#<tgt>``             ``sk`` = source topic; rt, p, cr, at, cf, acl
+event source mapping                 ``esm#<src>#<tgt>``                ``sk`` = source topic; id, on, bs, bw, at
+==================================  ==================================  ========================================
+
+A topic mapping says what a flow replicates (what SRM keeps in ``srm-meta.internal``), so discovery and monitoring
+work whatever the policy: ``rt`` remote topic, ``p`` partitions, ``cr`` true when srm created the remote topic (the
+identity loop guard's notion of "came from"), ``at`` last sync (ms), ``cf`` the configs srm set on the remote topic
+(map), ``acl`` the ACL bindings srm created on it (list). An event source mapping item records the mapping of a
+source topic: ``id`` (Lambda UUID), ``on`` enabled, ``bs`` batch size, ``bw`` batching window ms, ``at`` (ms).
+Facts of the flow status written by the topic control plane: ``topic_configs_synced_ms``,
+``topic_acls_synced_ms``, and by the mirror ``heartbeat_ms`` (timestamp of the newest heartbeat replicated),
+``heartbeat_latency_ms`` (its replication latency) and ``heartbeat_replicated_ms`` (when it was written).
 
 Offset runs are written once per batch per partition. The last run of each partition is cached in the container;
 extending it is a conditional put on its previous length, so a stale cache (the partition was processed elsewhere
@@ -17,14 +30,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from srm.checkpoints import StoredCheckpoint
 from srm.offsets import Run, merge_runs
 
-__all__ = ["StateError", "StateStore", "create_state_table"]
+__all__ = ["EventSourceMappingRecord", "StateError", "StateStore", "TopicMappingRecord", "create_state_table"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +48,31 @@ _WIDTH = 20
 
 class StateError(RuntimeError):
     """The state table could not be read or written (retriable)."""
+
+
+@dataclass(frozen=True)
+class TopicMappingRecord:
+    """A replicated source topic and its remote topic (see the table above)."""
+
+    topic: str
+    remote_topic: str
+    partitions: int
+    created: bool = False
+    synced_at_ms: int = 0
+    configs: Mapping[str, str] = field(default_factory=dict)
+    acls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EventSourceMappingRecord:
+    """The event source mapping of a source topic."""
+
+    topic: str
+    id: str
+    enabled: bool
+    batch_size: int
+    batching_window_ms: int
+    updated_at_ms: int = 0
 
 
 def _sk(offset: int) -> str:
@@ -158,6 +198,136 @@ class StateStore:
         requests = [{"PutRequest": {"Item": _run_item(pk, r)}} for r in puts if r.upstream not in old_by_key]
         requests += [{"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": _sk(r.upstream)}}}} for r in deletes]
         self._batch_write(requests)
+
+    # -- checkpoints ---------------------------------------------------------------------------------------------
+    def checkpoints(self, source: str, target: str, group: str) -> dict[tuple[str, int], StoredCheckpoint]:
+        """The last checkpoint emitted per upstream topic-partition of a group."""
+        items = self._query(KeyConditionExpression="pk = :pk",
+                            ExpressionAttributeValues={":pk": {"S": f"ckpt#{source}#{target}#{group}"}})
+        result = {}
+        for item in items:
+            topic, _, partition = item["sk"]["S"].rpartition("#")
+            result[(topic, int(partition))] = StoredCheckpoint(
+                upstream_offset=int(item["u"]["N"]), downstream_offset=int(item["d"]["N"]),
+                remote_topic=item["rt"]["S"], metadata=item.get("m", {"S": ""})["S"], at_ms=int(item["at"]["N"]))
+        return result
+
+    def put_checkpoints(self, source: str, target: str, group: str,
+                        checkpoints: dict[tuple[str, int], StoredCheckpoint]) -> None:
+        pk = f"ckpt#{source}#{target}#{group}"
+        self._batch_write([
+            {"PutRequest": {"Item": {
+                "pk": {"S": pk}, "sk": {"S": f"{topic}#{partition}"}, "u": {"N": str(c.upstream_offset)},
+                "d": {"N": str(c.downstream_offset)}, "rt": {"S": c.remote_topic}, "m": {"S": c.metadata},
+                "at": {"N": str(c.at_ms)}}}}
+            for (topic, partition), c in checkpoints.items()
+        ])
+
+    # -- flow status -----------------------------------------------------------------------------------------
+    def flow_status(self, source: str, target: str) -> dict[str, int | str]:
+        """Facts about a flow written by its functions (e.g. ``last_checkpoint_ms``); numbers come back as int."""
+        try:
+            item = self._db.get_item(TableName=self.table, ConsistentRead=True,
+                                     Key={"pk": {"S": f"flow#{source}#{target}"}, "sk": {"S": "status"}}).get("Item")
+        except ClientError as e:
+            raise StateError(f"cannot read state table {self.table}: {e.response['Error']['Message']}") from e
+        facts: dict[str, int | str] = {}
+        for name, value in (item or {}).items():
+            if name not in ("pk", "sk"):
+                facts[name] = int(value["N"]) if "N" in value else value["S"]
+        return facts
+
+    def update_flow_status(self, source: str, target: str, **facts: int | str) -> None:
+        """Set some facts about a flow, leaving the others as they are."""
+        names = {f"#f{i}": name for i, name in enumerate(facts)}
+        values = {f":v{i}": ({"N": str(v)} if isinstance(v, int) else {"S": v}) for i, v in enumerate(facts.values())}
+        try:
+            self._db.update_item(
+                TableName=self.table, Key={"pk": {"S": f"flow#{source}#{target}"}, "sk": {"S": "status"}},
+                UpdateExpression="SET " + ", ".join(f"#f{i} = :v{i}" for i in range(len(facts))),
+                ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+        except ClientError as e:
+            raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
+
+    # -- topic mappings and event source mappings (the topic control plane) ---------------------------------------
+    def topic_mappings(self, source: str, target: str) -> dict[str, TopicMappingRecord]:
+        """Every topic ``source->target`` replicates (as of its last topic sync), by source topic."""
+        items = self._query(
+            KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"topics#{source}#{target}"}}
+        )
+        return {
+            i["sk"]["S"]: TopicMappingRecord(
+                topic=i["sk"]["S"],
+                remote_topic=i["rt"]["S"],
+                partitions=int(i["p"]["N"]),
+                created=i.get("cr", {}).get("BOOL", False),
+                synced_at_ms=int(i.get("at", {}).get("N", "0")),
+                configs={k: v["S"] for k, v in i.get("cf", {}).get("M", {}).items()},
+                acls=tuple(v["S"] for v in i.get("acl", {}).get("L", [])),
+            )
+            for i in items
+        }
+
+    def put_topic_mapping(self, source: str, target: str, record: TopicMappingRecord) -> None:
+        item = {
+            "pk": {"S": f"topics#{source}#{target}"},
+            "sk": {"S": record.topic},
+            "rt": {"S": record.remote_topic},
+            "p": {"N": str(record.partitions)},
+            "cr": {"BOOL": record.created},
+            "at": {"N": str(record.synced_at_ms)},
+            "cf": {"M": {k: {"S": v} for k, v in sorted(record.configs.items())}},
+            "acl": {"L": [{"S": a} for a in sorted(record.acls)]},
+        }
+        self._put(item)
+
+    def delete_topic_mapping(self, source: str, target: str, topic: str) -> None:
+        self._delete(f"topics#{source}#{target}", topic)
+
+    def event_source_mappings(self, source: str, target: str) -> dict[str, EventSourceMappingRecord]:
+        """The event source mapping of every source topic of ``source->target`` that has one."""
+        items = self._query(
+            KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"esm#{source}#{target}"}}
+        )
+        return {
+            i["sk"]["S"]: EventSourceMappingRecord(
+                topic=i["sk"]["S"],
+                id=i["id"]["S"],
+                enabled=i["on"]["BOOL"],
+                batch_size=int(i["bs"]["N"]),
+                batching_window_ms=int(i["bw"]["N"]),
+                updated_at_ms=int(i.get("at", {}).get("N", "0")),
+            )
+            for i in items
+        }
+
+    def put_event_source_mapping(self, source: str, target: str, record: EventSourceMappingRecord) -> None:
+        self._put(
+            {
+                "pk": {"S": f"esm#{source}#{target}"},
+                "sk": {"S": record.topic},
+                "id": {"S": record.id},
+                "on": {"BOOL": record.enabled},
+                "bs": {"N": str(record.batch_size)},
+                "bw": {"N": str(record.batching_window_ms)},
+                "at": {"N": str(record.updated_at_ms)},
+            }
+        )
+
+    def delete_event_source_mapping(self, source: str, target: str, topic: str) -> None:
+        self._delete(f"esm#{source}#{target}", topic)
+
+    def _put(self, item: dict[str, Any]) -> None:
+        try:
+            self._db.put_item(TableName=self.table, Item=item)
+        except ClientError as e:
+            raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
+
+    def _delete(self, pk: str, sk: str) -> None:
+        try:
+            self._db.delete_item(TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}})
+        except ClientError as e:
+            raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
 
     # -- plumbing ----------------------------------------------------------------------------------------------
     def _query(self, single_page: bool = False, **kwargs: Any) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The topic-sync function (EventBridge schedule): remote topics, partitions and event source mappings."""
+"""The topic-sync function (EventBridge schedule): remote topics, partitions, topic configs and ACLs, topic
+mappings and the mirror's event source mappings (:func:`srm.topics.sync_topics`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from srm.app import App
-from srm.topics import sync_topics
+from srm.topics import TopicSyncError, sync_topics
 
 logger = Logger(service="srm-topic-sync")
 
 
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    result = sync_topics(App.current().topic_sync())
+    try:
+        result = sync_topics(App.current().topic_sync())
+    except TopicSyncError as e:  # the other steps were done; the next run retries the failed ones
+        logger.error("topic sync incomplete", extra={"errors": {k: str(v) for k, v in e.errors.items()}})
+        raise
     logger.info("topics synced", extra={"replicated": len(result.plan.replicated)})
     return result.summary()

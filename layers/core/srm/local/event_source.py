@@ -16,23 +16,18 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from srm.events import EventBuilder
 
-__all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats", "mapping_group_id"]
+__all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], Any]
 _TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
-
-
-def mapping_group_id(source: str, target: str, topic: str) -> str:
-    """The consumer group of a topic's mapping (``srm-`` groups are never checkpointed)."""
-    return f"srm-mirror.{source}-{target}.{topic}"
 
 
 @dataclass(frozen=True)
@@ -148,6 +143,8 @@ class EmulatedMapping:
             consumer.close()
 
     def _collect(self, consumer: Consumer, buffer: deque[Message]) -> EventBuilder | None:
+        """Gather one batch as Lambda does: invoke when the batch is full, the payload would exceed the limit, or
+        the batching window (counted from the first record) has passed."""
         s = self.settings
         builder = EventBuilder(self._source_arn, self._bootstrap, s.max_payload_bytes)
         first_at: float | None = None
@@ -155,12 +152,12 @@ class EmulatedMapping:
         while builder.count < s.batch_size and not self.stopping:
             if not buffer:
                 if first_at is None:
-                    timeout = 0.25
+                    fetched = [m] if (m := consumer.poll(0.25)) is not None else []  # wait for a first record
                 else:
-                    timeout = window - (time.monotonic() - first_at)
-                    if timeout <= 0:
-                        break
-                for msg in consumer.consume(num_messages=max(s.batch_size - builder.count, 500), timeout=timeout):
+                    remaining = window - (time.monotonic() - first_at)
+                    # Wait out the window for the rest of the batch (no wait once it has passed).
+                    fetched = consumer.consume(num_messages=s.batch_size - builder.count, timeout=max(0.0, remaining))
+                for msg in fetched:
                     err = msg.error()
                     if err is None:
                         buffer.append(msg)
@@ -171,10 +168,14 @@ class EmulatedMapping:
                     buffer.clear()
                     return None
                 if not buffer:
+                    if first_at is not None and time.monotonic() - first_at >= window:
+                        break
                     continue
             msg = buffer[0]
-            key, value, headers = msg.key(), msg.value(), msg.headers()
-            estimate = EventBuilder.estimate(key, value, headers)
+            topic, partition, offset = cast(str, msg.topic()), cast(int, msg.partition()), cast(int, msg.offset())
+            key, value = cast("bytes | None", msg.key()), cast("bytes | None", msg.value())
+            headers = cast("list[tuple[str, bytes | None]] | None", msg.headers())
+            estimate = EventBuilder.estimate(key, value, headers, topic=topic)
             if not builder.fits(estimate):
                 if builder.count:
                     break
@@ -182,9 +183,9 @@ class EmulatedMapping:
                 return None
             ts_type, ts = msg.timestamp()
             builder.add(
-                msg.topic(),
-                msg.partition(),
-                msg.offset(),
+                topic,
+                partition,
+                offset,
                 ts,
                 _TIMESTAMP_TYPES.get(ts_type, "CREATE_TIME"),
                 key,

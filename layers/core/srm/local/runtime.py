@@ -86,7 +86,7 @@ class LocalRuntime:
         create_config_table(dynamodb, self.options.config_table)
         create_state_table(dynamodb, self.options.state_table)
         self.config_store = ConfigStore(dynamodb, self.options.config_table, cache_seconds=0)
-        self.config_store.replace_all(self.config)
+        self.config_store.replace_all(self.config, author="srm run")
         log.info("store at %s; config loaded into %s", self.endpoint_url, self.options.config_table)
         self.reconcile()
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from pathlib import Path
@@ -56,7 +57,5 @@ class LocalStore:
         if self._server is not None:
             self._server.stop()
             self._server = None
-        try:
+        with contextlib.suppress(OSError):
             (self.state_dir / "store.url").unlink()
-        except OSError:
-            pass

@@ -3,7 +3,7 @@
 ``python -m srm.local.worker`` runs with the same environment a flow's Lambda functions get (``SRM_SOURCE``,
 ``SRM_TARGET``, table names, ``AWS_ENDPOINT_URL``). It runs the scheduled functions on their intervals, read
 live from the config table, and keeps one emulated event source mapping per replicated topic, started and stopped
-by the topic-sync function's decisions (:class:`LocalEventSources` is its port implementation).
+by the topic-sync function's decisions (:class:`srm.local.mappings.LocalEventSources` is its port implementation).
 """
 
 from __future__ import annotations
@@ -20,77 +20,12 @@ from typing import Any
 
 from srm.app import App
 from srm.config import ConfigError, SrmConfig
-from srm.events import local_event_source_arn
-from srm.kafka import consumer_config
-from srm.local.event_source import EmulatedMapping, LocalContext, MappingSettings, mapping_group_id
-from srm.topics import TopicPlan
+from srm.local.event_source import LocalContext
+from srm.local.mappings import LocalEventSources
 
 __all__ = ["LocalEventSources", "Scheduled", "main", "run_worker"]
 
 log = logging.getLogger(__name__)
-
-
-class LocalEventSources:
-    """The event-source-mapping port, implemented with threads: one :class:`EmulatedMapping` per topic."""
-
-    def __init__(self, app: App, handler: Callable[[dict[str, Any], Any], Any]) -> None:
-        self._app = app
-        self._handler = handler
-        self._mappings: dict[str, EmulatedMapping] = {}
-        self._lock = threading.Lock()
-
-    def sync(self, source: str, target: str, plan: TopicPlan) -> None:
-        config = self._app.config()
-        settings = config.settings(source, target)
-        wanted = MappingSettings(
-            settings.event_source_batch_size,
-            settings.event_source_batching_window_ms,
-            settings.event_source_max_payload_bytes,
-        )
-        with self._lock:
-            for topic in list(self._mappings):
-                mapping = self._mappings[topic]
-                if topic not in plan.replicated or mapping.settings != wanted or not mapping.is_alive():
-                    mapping.stop()
-                    mapping.join(timeout=5)
-                    del self._mappings[topic]
-                    if topic not in plan.replicated:
-                        log.info("stopped replicating %s (no longer selected by %s->%s)", topic, source, target)
-            for topic in plan.replicated:
-                if topic not in self._mappings:
-                    self._mappings[topic] = self._start(config, source, target, topic, wanted)
-
-    def _start(
-        self, config: SrmConfig, source: str, target: str, topic: str, settings: MappingSettings
-    ) -> EmulatedMapping:
-        conf = consumer_config(config, source, (source, target), group_id=mapping_group_id(source, target, topic))
-        mapping = EmulatedMapping(
-            name=f"esm:{topic}",
-            topic=topic,
-            consumer_config=conf,
-            handler=self._handler,
-            function_name=f"srm-{source}-{target}-mirror",
-            source_arn=local_event_source_arn(source),
-            bootstrap_servers=config.bootstrap_servers(source) or "",
-            settings=settings,
-        )
-        mapping.start()
-        log.info("replicating %s (%s->%s)", topic, source, target)
-        return mapping
-
-    def mappings(self) -> dict[str, EmulatedMapping]:
-        with self._lock:
-            return dict(self._mappings)
-
-    def stop_all(self, timeout: float = 5.0) -> None:
-        with self._lock:
-            mappings = list(self._mappings.values())
-            self._mappings.clear()
-        for m in mappings:
-            m.stop()
-        deadline = time.monotonic() + timeout
-        for m in mappings:
-            m.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 @dataclass
@@ -168,7 +103,7 @@ def _log_status(source: str, target: str, event_sources: Any) -> None:
 
 
 def default_schedule() -> list[Scheduled]:
-    from srm.handlers import topic_sync
+    from srm.handlers import checkpoint, heartbeat, topic_sync
 
     def every(key: str, enabled_key: str | None = None) -> Callable[[SrmConfig], float | None]:
         def interval(config: SrmConfig) -> float | None:
@@ -180,7 +115,17 @@ def default_schedule() -> list[Scheduled]:
 
         return interval
 
-    return [Scheduled("topic-sync", topic_sync.lambda_handler, every("refresh_topics_interval_seconds"))]
+    return [
+        Scheduled("topic-sync", topic_sync.lambda_handler, every("refresh_topics_interval_seconds")),
+        Scheduled(
+            "heartbeat", heartbeat.lambda_handler, every("emit_heartbeats_interval_seconds", "emit_heartbeats_enabled")
+        ),
+        Scheduled(
+            "checkpoint",
+            checkpoint.lambda_handler,
+            every("emit_checkpoints_interval_seconds", "emit_checkpoints_enabled"),
+        ),
+    ]
 
 
 def main() -> int:

@@ -1,0 +1,307 @@
+"""``srm demo``: two local clusters, one flow, a backlog and live traffic, through the very handlers Lambda runs.
+
+It prints what happened — topics on each side, records per partition on each side and whether they are equal,
+throughput and replication latency — then stops everything. Exit status 0 only if every partition is identical.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from srm.config import Properties, SrmConfig
+from srm.local.clusters import LocalCluster
+from srm.local.runtime import LocalRuntime, RuntimeOptions
+
+__all__ = ["run_demo"]
+
+log = logging.getLogger(__name__)
+
+TOPICS = {"orders": 3, "payments": 2, "inventory": 1}
+SOURCE, TARGET = "us-west", "us-east"
+
+
+@dataclass
+class PartitionView:
+    records: list[tuple[bytes | None, bytes | None, tuple, int]] = field(default_factory=list)
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    for i in range(start, start + count):
+        producer.produce(
+            topic,
+            value=f"{topic} event {i} ".encode() * 4,
+            key=f"customer-{i % 97}".encode(),
+            partition=i % partitions,
+            headers=[("source", b"demo"), ("seq", str(i).encode())],
+        )
+        if i % 5000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+
+
+def _read(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "srm-demo-reader", "enable.auto.commit": False})
+    out: dict[int, list[tuple]] = {}
+    try:
+        for p in range(partitions):
+            tp = TopicPartition(topic, p)
+            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+            rows: list[tuple] = []
+            if high > low:
+                consumer.assign([TopicPartition(topic, p, low)])
+                while not rows or consumer.position([tp])[0].offset < high:
+                    batch = consumer.consume(2000, timeout=1.0)
+                    if not batch and consumer.position([tp])[0].offset >= high:
+                        break
+                    rows += [
+                        (m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]) for m in batch if not m.error()
+                    ]
+            out[p] = rows
+    finally:
+        consumer.close()
+    return out
+
+
+def _end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "srm-demo-wm"})
+    try:
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()
+
+
+class _LatencyProbe:
+    """Consumes the remote topics and records now − record timestamp for the live records."""
+
+    def __init__(self, bootstrap: str, topics: list[str], since_ms: int) -> None:
+        self.samples: list[int] = []
+        self._since = since_ms
+        self._stop = threading.Event()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "srm-demo-latency",
+                "auto.offset.reset": "latest",
+                "enable.auto.commit": False,
+            }
+        )
+        self._consumer.subscribe(topics)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = int(time.time() * 1000)
+            for m in self._consumer.consume(1000, timeout=0.02):
+                if not m.error() and m.timestamp()[1] >= self._since:
+                    self.samples.append(now - m.timestamp()[1])
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()
+
+
+def _config(source: str, target: str) -> SrmConfig:
+    props = Properties.of(
+        {
+            "clusters": f"{SOURCE}, {TARGET}",
+            f"{SOURCE}.bootstrap.servers": source,
+            f"{TARGET}.bootstrap.servers": target,
+            f"{SOURCE}->{TARGET}.enabled": "true",
+            f"{SOURCE}->{TARGET}.topics": "orders, payments, inventory",
+            f"{SOURCE}->{TARGET}.groups": "billing",
+            "emit.checkpoints.interval.seconds": "1",
+            "sync.group.offsets.interval.seconds": "1",
+            "replication.factor": "1",
+            "refresh.topics.interval.seconds": "2",
+            "event.source.batch.size": "1000",
+            "event.source.batching.window.ms": "100",
+        },
+        source="srm demo",
+    )
+    return SrmConfig.from_properties(props)
+
+
+def _wait_caught_up(source: str, target: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = True
+        for topic, partitions in TOPICS.items():
+            want = _end_offsets(source, topic, partitions)
+            try:
+                have = _end_offsets(target, f"{SOURCE}.{topic}", partitions)
+            except Exception:
+                done = False
+                break
+            if any(h < w for h, w in zip(have, want, strict=True)):
+                done = False
+                break
+        if done:
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="srm-demo-"))
+    west = LocalCluster(SOURCE, workdir / SOURCE / "data")
+    east = LocalCluster(TARGET, workdir / TARGET / "data")
+    runtime: LocalRuntime | None = None
+    try:
+        print(f"starting two local Kafka clusters (noida-db) in {workdir}")
+        west.start()
+        east.start()
+        print(f"  {SOURCE}: {west.bootstrap}\n  {TARGET}: {east.bootstrap}")
+        admin = AdminClient({"bootstrap.servers": west.bootstrap})
+        for f in admin.create_topics([NewTopic(t, n, 1) for t, n in TOPICS.items()]).values():
+            f.result(30)
+        t0 = time.monotonic()
+        for topic, partitions in TOPICS.items():
+            _produce(west.bootstrap, topic, partitions, 0, records)
+        backlog = records * len(TOPICS)
+        print(f"produced a backlog of {backlog:,} records on {SOURCE} in {time.monotonic() - t0:.1f}s")
+
+        print(f"replicating {SOURCE}->{TARGET} through the mirror handler (local event source mappings)...")
+        runtime = LocalRuntime(
+            _config(west.bootstrap, east.bootstrap), RuntimeOptions(state_dir=workdir / ".srm-local")
+        )
+        started = time.monotonic()
+        runtime.start()
+        if not _wait_caught_up(west.bootstrap, east.bootstrap, timeout=300):
+            print("the backlog did not replicate within 300s")
+            return 1
+        backlog_seconds = time.monotonic() - started
+
+        since = int(time.time() * 1000)
+        probe = _LatencyProbe(east.bootstrap, [f"{SOURCE}.{t}" for t in TOPICS], since)
+        probe.start()
+        time.sleep(1.0)
+        live = 0
+        live_until = time.monotonic() + 5.0
+        while time.monotonic() < live_until:
+            for topic, partitions in TOPICS.items():
+                _produce(west.bootstrap, topic, partitions, records + live, 200)
+            live += 200
+            time.sleep(0.1)
+        caught_up = _wait_caught_up(west.bootstrap, east.bootstrap, timeout=120)
+        time.sleep(0.5)
+        probe.stop()
+        failover = _failover(west.bootstrap, east.bootstrap)
+        runtime.stop()  # quiet before the report
+        runtime = None
+        print(failover)
+        status = _report(west, east, backlog, backlog_seconds, live * len(TOPICS), probe.samples, caught_up)
+        return status or (0 if failover.startswith("consumer group failover: ok") else 1)
+    finally:
+        if runtime is not None:
+            runtime.stop()
+        west.stop()
+        east.stop()
+        if not keep_data:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _failover(source: str, target: str) -> str:
+    """A consumer group reads part of ``orders`` on the source, fails over, and must read exactly the rest."""
+    group, topic = "billing", "orders"
+    partitions = TOPICS[topic]
+    consumer = Consumer(
+        {"bootstrap.servers": source, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    )
+    before: list[bytes | None] = []
+    consumer.subscribe([topic])
+    while len(before) < 5_000:
+        before += [m.value() for m in consumer.consume(500, timeout=1.0) if m.error() is None]
+    consumer.commit(asynchronous=False)
+    committed = {tp.partition for tp in consumer.committed(consumer.assignment(), timeout=10) if tp.offset >= 0}
+    consumer.close()
+    remote = f"{SOURCE}.{topic}"
+    deadline = time.monotonic() + 60  # the checkpoint function commits the translated offsets to the idle group
+    admin = AdminClient({"bootstrap.servers": target})
+    while time.monotonic() < deadline:
+        found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result()
+        if {tp.partition for tp in found.topic_partitions if tp.topic == remote and tp.offset >= 0} >= committed:
+            break
+        time.sleep(0.5)
+    else:
+        return "consumer group failover: FAILED (no translated offsets on the target within 60s)"
+    consumer = Consumer(
+        {"bootstrap.servers": target, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([remote])
+    after: list[bytes | None] = []
+    total = sum(len(rows) for rows in _read(source, topic, partitions).values())
+    idle_until = time.monotonic() + 5
+    while time.monotonic() < idle_until:
+        batch = [m.value() for m in consumer.consume(500, timeout=0.5) if m.error() is None]
+        after += batch
+        if batch:
+            idle_until = time.monotonic() + 2
+    consumer.close()
+    duplicates = len(set(before) & set(after)) + len(after) - len(set(after))
+    skipped = total - len(set(before) | set(after))
+    verdict = "ok" if duplicates == 0 and skipped == 0 else "FAILED"
+    return (
+        f"consumer group failover: {verdict} — '{group}' read {len(before):,} records of {topic} on {SOURCE}, "
+        f"then {len(after):,} on {TARGET}: {duplicates} duplicates, {skipped} skipped"
+    )
+
+
+def _report(
+    west: LocalCluster,
+    east: LocalCluster,
+    backlog: int,
+    backlog_seconds: float,
+    live: int,
+    latencies: list[int],
+    caught_up: bool,
+) -> int:
+    print()
+    print(f"topics on {SOURCE}: {', '.join(sorted(t for t in _topics(west.bootstrap) if not t.startswith('__')))}")
+    print(f"topics on {TARGET}: {', '.join(sorted(t for t in _topics(east.bootstrap) if not t.startswith('__')))}")
+    print()
+    print(f"{'partition':<24}{SOURCE:>12}{TARGET:>12}   identical")
+    all_equal = caught_up
+    for topic, partitions in TOPICS.items():
+        src = _read(west.bootstrap, topic, partitions)
+        dst = _read(east.bootstrap, f"{SOURCE}.{topic}", partitions)
+        for p in range(partitions):
+            equal = src[p] == dst.get(p)
+            all_equal &= equal
+            label = f"{topic}-{p} -> {SOURCE}.{topic}-{p}"
+            print(f"{label:<24}{len(src[p]):>12,}{len(dst.get(p, [])):>12,}   {'yes' if equal else 'NO'}")
+    print()
+    print(
+        f"backlog: {backlog:,} records replicated in {backlog_seconds:.1f}s "
+        f"({backlog / backlog_seconds:,.0f} records/s, including start-up)"
+    )
+    if latencies:
+        ordered = sorted(latencies)
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        print(
+            f"live traffic: {live:,} records; replication latency p50 {statistics.median(ordered):.0f} ms, "
+            f"p99 {p99} ms, max {ordered[-1]} ms"
+        )
+    print(f"result: {'every partition identical (0 lost, 0 duplicated)' if all_equal else 'DIFFERENCES FOUND'}")
+    return 0 if all_equal else 1
+
+
+def _topics(bootstrap: str) -> list[str]:
+    return list(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)

@@ -1,0 +1,155 @@
+"""The Python counterpart of MM2's ``RemoteClusterUtils`` / ``MirrorClient``: what one cluster knows about the
+clusters replicating into it, read from its own topics — so it works while the source cluster is down.
+
+* :func:`translate_offsets` reads ``<remote alias>.checkpoints.internal`` partition 0 from the beginning, as Java
+  clients do, and returns the latest checkpointed (downstream) offsets of a group, keyed by local topic.
+* :func:`upstream_clusters`, :func:`replication_hops`, :func:`heartbeat_topics`, :func:`checkpoint_topics` read the
+  cluster's topic names through the replication policy.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from srm.formats import Checkpoint, FormatError
+from srm.policy import DefaultReplicationPolicy, ReplicationPolicy
+
+__all__ = [
+    "CheckpointedOffset",
+    "MirrorClient",
+    "checkpoint_topics",
+    "heartbeat_topics",
+    "replication_hops",
+    "translate_offsets",
+    "upstream_clusters",
+]
+
+
+@dataclass(frozen=True)
+class CheckpointedOffset:
+    """A group's translated position on one local partition, as the latest checkpoint states it."""
+
+    topic: str  # on this cluster
+    partition: int
+    offset: int  # where the group resumes here
+    upstream_offset: int  # its committed offset on the remote cluster
+    metadata: str
+
+
+class MirrorClient:
+    """Reads one cluster; ``config`` holds the librdkafka settings every client of it needs (bootstrap servers,
+    security), as MM2's ``MirrorClientConfig`` does."""
+
+    def __init__(self, config: Mapping[str, str], policy: ReplicationPolicy | None = None) -> None:
+        self.config: dict[str, Any] = dict(config)
+        self.policy = policy or DefaultReplicationPolicy()
+
+    def list_topics(self, timeout: float = 15.0) -> set[str]:
+        return set(AdminClient(self.config).list_topics(timeout=timeout).topics)
+
+    def heartbeat_topics(self) -> set[str]:
+        return {t for t in self.list_topics() if self.policy.is_heartbeats_topic(t)}
+
+    def checkpoint_topics(self) -> set[str]:
+        return {t for t in self.list_topics() if self.policy.is_checkpoints_topic(t)}
+
+    def upstream_clusters(self) -> set[str]:
+        """Every cluster replicating into this one, directly or over several hops, from incoming heartbeats."""
+        return {alias for t in self.heartbeat_topics() for alias in self.policy.upstream_clusters(t)}
+
+    def replication_hops(self, upstream_alias: str) -> int:
+        """Hops from ``upstream_alias`` to this cluster (1 = direct), or -1 when it does not replicate here."""
+        hops = [
+            chain.index(upstream_alias) + 1
+            for t in self.heartbeat_topics()
+            if upstream_alias in (chain := self.policy.upstream_clusters(t))
+        ]
+        return min(hops, default=-1)
+
+    def remote_topics(self, source: str | None = None) -> set[str]:
+        return {
+            t
+            for t in self.list_topics()
+            if not self.policy.is_internal_topic(t)
+            and (src := self.policy.topic_source(t)) is not None
+            and (source is None or src == source)
+        }
+
+    def remote_consumer_offsets(
+        self, group: str, remote_alias: str, timeout: float = 30.0
+    ) -> dict[tuple[str, int], CheckpointedOffset]:
+        """The latest checkpoint of ``group`` per local topic-partition, from ``<remote_alias>.checkpoints.internal``.
+        Raises LookupError when that topic does not exist here."""
+        topic = self.policy.checkpoints_topic(remote_alias)
+        if topic not in self.list_topics():
+            raise LookupError(f"no checkpoints topic {topic}: nothing replicates consumer groups from {remote_alias}")
+        consumer = Consumer(
+            {
+                **self.config,
+                "group.id": f"srm-checkpoint-reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": "false",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        offsets: dict[tuple[str, int], CheckpointedOffset] = {}
+        try:
+            tp = TopicPartition(topic, 0)
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            if high <= low:
+                return offsets
+            consumer.assign([TopicPartition(topic, 0, low)])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                for msg in consumer.consume(1000, timeout=0.5):
+                    if (err := msg.error()) is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            raise RuntimeError(f"reading {topic}: {err.str()}")
+                        continue
+                    try:
+                        c = Checkpoint.decode(msg.key(), msg.value())
+                    except FormatError:
+                        continue  # not a checkpoint (MM2 skips such records too)
+                    if c.group == group:
+                        offsets[(c.topic, c.partition)] = CheckpointedOffset(
+                            c.topic, c.partition, c.downstream_offset, c.upstream_offset, c.metadata
+                        )
+                if consumer.position([tp])[0].offset >= high:
+                    return offsets
+            raise TimeoutError(f"reading {topic} took longer than {timeout:.0f}s")
+        finally:
+            consumer.close()
+
+
+def translate_offsets(
+    config: dict[str, str],
+    remote_alias: str,
+    group: str,
+    timeout: float = 30.0,
+    policy: ReplicationPolicy | None = None,
+) -> dict[TopicPartition, int]:
+    """MM2's ``RemoteClusterUtils.translateOffsets``: where ``group`` resumes on this cluster."""
+    found = MirrorClient(config, policy).remote_consumer_offsets(group, remote_alias, timeout)
+    return {TopicPartition(c.topic, c.partition): c.offset for c in found.values()}
+
+
+def upstream_clusters(config: dict[str, str], policy: ReplicationPolicy | None = None) -> set[str]:
+    return MirrorClient(config, policy).upstream_clusters()
+
+
+def replication_hops(config: dict[str, str], upstream_alias: str, policy: ReplicationPolicy | None = None) -> int:
+    return MirrorClient(config, policy).replication_hops(upstream_alias)
+
+
+def heartbeat_topics(config: dict[str, str], policy: ReplicationPolicy | None = None) -> set[str]:
+    return MirrorClient(config, policy).heartbeat_topics()
+
+
+def checkpoint_topics(config: dict[str, str], policy: ReplicationPolicy | None = None) -> set[str]:
+    return MirrorClient(config, policy).checkpoint_topics()

@@ -1,0 +1,51 @@
+"""Fixtures shared by every tier: dummy AWS credentials, real Kafka clusters, a moto-backed srm App."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.clusters import Cluster, start_clusters, using_external_clusters
+
+# AWS code reads region and endpoints from the environment; tests never reach AWS.
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
+os.environ.pop("AWS_ENDPOINT_URL", None)
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+
+@pytest.fixture(scope="session")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
+    """Three clusters shared by the session (tests use unique topic names): ``a``, ``b``, ``c``."""
+    started = start_clusters(tmp_path_factory.mktemp("kafka"), ("a", "b", "c"))
+    try:
+        yield {c.name: c for c in started}
+    finally:
+        for c in started:
+            c.stop()
+
+
+@pytest.fixture
+def fresh_clusters(tmp_path: Path, clusters: dict[str, Cluster]) -> Iterator[dict[str, Cluster]]:
+    """Two empty clusters of this test's own (restartable), or the shared ones when external clusters are used."""
+    if using_external_clusters():
+        yield clusters
+        return
+    started = start_clusters(tmp_path / "kafka", ("a", "b"))
+    try:
+        yield {c.name: c for c in started}
+    finally:
+        for c in started:
+            c.stop()
+
+
+@pytest.fixture
+def restartable(fresh_clusters: dict[str, Cluster]) -> dict[str, Cluster]:
+    if any(c.local is None for c in fresh_clusters.values()):
+        pytest.skip("broker restarts need clusters this suite starts (SRM_TEST_BOOTSTRAP_* is set)")
+    return fresh_clusters

@@ -1,0 +1,269 @@
+"""Consumer group failover and failback through `srm run`: exact translation, checkpoints, group offset sync."""
+
+from __future__ import annotations
+
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from srm.formats import Checkpoint
+from tests.support.kafka import create_topic, read_partition, unique, wait_for, wait_replicated
+from tests.support.runtime import SrmRun, write_config
+
+pytestmark = pytest.mark.e2e
+
+FAST = {
+    "emit.checkpoints.interval.seconds": 1,
+    "sync.group.offsets.interval.seconds": 1,
+}
+
+
+# -- helpers -----------------------------------------------------------------------------------------------------
+def values_of(records) -> list[bytes]:
+    return [r.value for r in records]
+
+
+def produce_values(bootstrap: str, topic: str, partition: int, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for v in values:
+        producer.produce(topic, v, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def produce_transactions(bootstrap: str, topic: str, partition: int, batches: list[tuple[list[bytes], bool]]) -> None:
+    """Each batch is one transaction, committed or aborted: markers (and aborted records) sit between records."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("txn")})
+    producer.init_transactions(30)
+    for values, commit in batches:
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(topic, v, partition=partition)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
+def consume_and_commit(bootstrap: str, group: str, topic: str, how_many: dict[int, int],
+                       resume: bool = False) -> dict[int, list[bytes]]:
+    """A consumer of ``group`` reads ``how_many[p]`` records of each partition — from the log start, or from the
+    group's committed offsets when ``resume`` — commits its position, and leaves. Returns what it read."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    read: dict[int, list[bytes]] = {p: [] for p in how_many}
+    try:
+        for p, n in how_many.items():
+            if n == 0:
+                continue
+            start = consumer.committed([TopicPartition(topic, p)], timeout=10)[0].offset if resume else -2
+            assert start != -1001, f"{group} has no committed offset on {topic}-{p} to resume from"
+            consumer.assign([TopicPartition(topic, p, start)])  # -2: from the log start
+            while len(read[p]) < n:
+                for m in consumer.consume(1, timeout=1.0):
+                    if m.error() is None:
+                        read[p].append(m.value())
+            # Commit the position, as a real consumer does: it may sit past trailing transaction markers.
+            position = consumer.position([TopicPartition(topic, p)])[0]
+            consumer.commit(offsets=[position], asynchronous=False)
+    finally:
+        consumer.close()
+    return read
+
+
+def consume_rest(bootstrap: str, group: str, topic: str, partitions: int, expected: dict[int, int]) -> dict[int, list]:
+    """A consumer of ``group`` resumes from the group's committed offsets and reads to the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        assert all(tp.offset >= 0 for tp in committed), f"group {group} has no offsets on {topic}: {committed}"
+        consumer.assign(committed)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(len(got[p]) < n for p, n in expected.items()):
+            for m in consumer.consume(500, timeout=0.5):
+                if m.error() is None:
+                    got[m.partition()].append(m.value())
+        time.sleep(1.0)  # anything beyond the expected count would be a duplicate: read it too
+        for m in consumer.consume(500, timeout=1.0):
+            if m.error() is None:
+                got[m.partition()].append(m.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def committed_on(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # the client must outlive its future
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
+
+
+def wait_group_synced(bootstrap: str, group: str, topic: str, partitions: int, timeout: float = 60) -> dict[int, int]:
+    return wait_for(lambda: (c := committed_on(bootstrap, group, topic, partitions)) and len(c) == partitions and c,
+                    timeout, message=f"{group} offsets on {topic}")
+
+
+def assert_exactly_the_rest(source_records: dict[int, list[bytes]], read_before: dict[int, list[bytes]],
+                            read_after: dict[int, list[bytes]]) -> None:
+    """What the group read after failing over is exactly what it had not read: 0 duplicates, 0 skipped, in order."""
+    for p, everything in source_records.items():
+        before, after = read_before.get(p, []), read_after.get(p, [])
+        duplicates = len(set(before) & set(after)) + (len(after) - len(set(after)))
+        skipped = len(set(everything) - set(before) - set(after))
+        assert duplicates == 0, f"partition {p}: {duplicates} records read twice"
+        assert skipped == 0, f"partition {p}: {skipped} records never read"
+        assert before + after == everything, f"partition {p}: order differs"
+
+
+# -- tests -------------------------------------------------------------------------------------------------------
+def test_failover_group_resumes_on_target_exactly_across_truncation_transactions_and_plain(fresh_clusters,
+                                                                                          tmp_path: Path):
+    # GIVEN three partitions: p0 truncated by DeleteRecords, p1 holding committed and aborted transactions, p2 plain
+    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    topic, group = unique("orders"), unique("app")
+    create_topic(a, topic, 3, {"retention.ms": "-1"})
+    produce_values(a, topic, 0, [f"p0-{i}".encode() for i in range(100)])
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.delete_records([TopicPartition(topic, 0, 30)])[TopicPartition(topic, 0, 30)].result(30)
+    produce_transactions(a, topic, 1, [([f"p1-{t}-{i}".encode() for i in range(10)], t != 3) for t in range(8)])
+    produce_values(a, topic, 2, [f"p2-{i}".encode() for i in range(100)])
+    source = {p: values_of(read_partition(a, topic, p)) for p in range(3)}
+    assert len(source[0]) == 70 and len(source[1]) == 70 and len(source[2]) == 100
+    # ... and a group that has consumed part of each (p1 stops at the end of a transaction, before its marker)
+    read_before = consume_and_commit(a, group, topic, {0: 25, 1: 30, 2: 41})
+
+    # WHEN the flow replicates and checkpoints, and the group then consumes on the target
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}},
+                          **FAST)
+    with SrmRun(config, tmp_path):
+        wait_replicated(a, topic, b, f"a.{topic}")
+        wait_group_synced(b, group, f"a.{topic}", 3)
+    read_after = consume_rest(b, group, f"a.{topic}", 3, {p: len(source[p]) - len(read_before[p]) for p in range(3)})
+
+    # THEN it reads exactly the records it had not read, on every partition
+    assert_exactly_the_rest(source, read_before, read_after)
+
+
+def test_failover_lagging_group_near_the_start_translates_exactly(fresh_clusters, tmp_path: Path):
+    # GIVEN a long partition and a group that has read only its first record
+    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    topic, group = unique("events"), unique("slow")
+    create_topic(a, topic, 1, {"retention.ms": "-1"})
+    produce_transactions(a, topic, 0, [([f"e-{t}-{i}".encode() for i in range(50)], True) for t in range(6)])
+    source = {0: values_of(read_partition(a, topic, 0))}
+    read_before = consume_and_commit(a, group, topic, {0: 1})
+
+    # WHEN replicated with small batches (many runs, since markers break contiguity) and checkpointed
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}},
+                          **FAST, **{"event.source.batch.size": 20})
+    with SrmRun(config, tmp_path):
+        wait_replicated(a, topic, b, f"a.{topic}")
+        wait_group_synced(b, group, f"a.{topic}", 1)
+    read_after = consume_rest(b, group, f"a.{topic}", 1, {0: len(source[0]) - 1})
+
+    # THEN it resumes right after the one record it read
+    assert_exactly_the_rest(source, read_before, read_after)
+
+
+def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not_moved_back(fresh_clusters,
+                                                                                         tmp_path: Path):
+    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    topic = unique("orders")
+    active, ahead, idle = unique("active"), unique("ahead"), unique("idle")
+    create_topic(a, topic, 1)
+    produce_values(a, topic, 0, [f"v{i}".encode() for i in range(100)])
+    for group in (active, ahead, idle):
+        consume_and_commit(a, group, topic, {0: 40})
+    remote = f"a.{topic}"
+    # GIVEN on the target: `active` has a live member before srm starts; `ahead` already committed further than
+    # any translation will say (the remote topic exists up front so the member can join its group)
+    create_topic(b, remote, 1)
+    member = Consumer({"bootstrap.servers": b, "group.id": active, "enable.auto.commit": False,
+                       "auto.offset.reset": "latest", "topic.metadata.refresh.interval.ms": 1000})
+    member.subscribe([remote])
+    admin = AdminClient({"bootstrap.servers": b})
+    wait_for(lambda: member.poll(0.2) is None and admin.describe_consumer_groups([active])[active].result().members,
+             30, message="active member joined")
+    holder = Consumer({"bootstrap.servers": b, "group.id": ahead, "enable.auto.commit": False})
+    holder.commit(offsets=[TopicPartition(remote, 0, 90)], asynchronous=False)
+    holder.close()
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b},
+                          {"a->b": {"topics": topic, "groups": f"{active}|{ahead}|{idle}"}}, **FAST)
+    try:
+        with SrmRun(config, tmp_path):
+            # WHEN replication and several sync intervals pass (the idle group gets synced: proof the sync ran)
+            wait_replicated(a, topic, b, remote)
+            wait_group_synced(b, idle, remote, 1)
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                member.poll(0.2)
+            # THEN the active group has nothing committed by srm, and the ahead group still sits at 90
+            assert committed_on(b, active, remote, 1) == {}
+    finally:
+        member.close()
+    assert committed_on(b, ahead, remote, 1) == {0: 90}
+    assert committed_on(b, idle, remote, 1) == {0: 40}
+
+
+def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(fresh_clusters, tmp_path: Path):
+    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    topic, group = unique("orders"), unique("app")
+    create_topic(a, topic, 2, {"retention.ms": "-1"})
+    produce_values(a, topic, 0, [f"p0-{i}".encode() for i in range(60)])
+    produce_transactions(a, topic, 1, [([f"p1-{t}-{i}".encode() for i in range(10)], True) for t in range(6)])
+    read_on_a = consume_and_commit(a, group, topic, {0: 20, 1: 15})
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b},
+                          {"a->b": {"topics": ".*", "groups": group}, "b->a": {"topics": ".*", "groups": group}},
+                          **FAST)
+    with SrmRun(config, tmp_path):
+        wait_replicated(a, topic, b, f"a.{topic}")
+        # failover: the group moves to b and consumes some more there
+        wait_group_synced(b, group, f"a.{topic}", 2)
+        read_on_b = consume_and_commit(b, group, f"a.{topic}", {0: 30, 1: 30}, resume=True)
+        # failback: the checkpoint of flow b->a translates its progress on a.<topic> back to <topic> on a
+        expected = {p: len(read_on_a[p]) + len(read_on_b[p]) for p in range(2)}
+        wait_for(lambda: committed_on(a, group, topic, 2) and all(
+            committed_on(a, group, topic, 2).get(p, -1) >= 0 for p in range(2)) and
+            _positions_reached(a, group, topic, expected), 60, message="failback offsets on a")
+    source = {p: values_of(read_partition(a, topic, p)) for p in range(2)}
+    read_back_on_a = consume_rest(a, group, topic, 2, {p: len(source[p]) - expected[p] for p in range(2)})
+    before = {p: read_on_a[p] + read_on_b[p] for p in range(2)}
+    assert_exactly_the_rest(source, before, read_back_on_a)
+
+
+def _positions_reached(bootstrap: str, group: str, topic: str, records_read: dict[int, int]) -> bool:
+    """The group's committed offsets on ``topic`` are past at least ``records_read`` records per partition."""
+    committed = committed_on(bootstrap, group, topic, len(records_read))
+    return all(p in committed and len([r for r in read_partition(bootstrap, topic, p) if r.offset < committed[p]]) >= n
+               for p, n in records_read.items())
+
+
+def test_checkpoint_records_equal_golden_bytes_of_mm2_schema(fresh_clusters, tmp_path: Path):
+    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    topic, group = unique("orders"), unique("app")
+    create_topic(a, topic, 1)
+    produce_values(a, topic, 0, [f"v{i}".encode() for i in range(50)])
+    consume_and_commit(a, group, topic, {0: 17})
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}},
+                          **FAST)
+    with SrmRun(config, tmp_path):
+        wait_replicated(a, topic, b, f"a.{topic}")
+        records = wait_for(lambda: read_partition(b, "a.checkpoints.internal", 0, isolation="read_uncommitted"),
+                           60, message="a checkpoint record")
+
+    def string(s: str) -> bytes:
+        return struct.pack(">h", len(s.encode())) + s.encode()
+
+    # MM2's Checkpoint: key = group STRING, topic STRING, partition INT32;
+    # value = version INT16 (0), upstreamOffset INT64, offset INT64, metadata STRING
+    golden_key = string(group) + string(f"a.{topic}") + struct.pack(">i", 0)
+    golden_value = struct.pack(">h", 0) + struct.pack(">q", 17) + struct.pack(">q", 17) + string("")
+    mine = [r for r in records if r.key == golden_key]
+    assert mine, f"no checkpoint keyed {golden_key!r} among {[r.key for r in records]}"
+    assert mine[-1].value == golden_value
+    assert Checkpoint.decode(mine[-1].key, mine[-1].value) == Checkpoint(group, f"a.{topic}", 0, 17, 17, "")

@@ -1,0 +1,167 @@
+"""Topic sync in-process against real brokers: the local runtime's emulated event source mappings follow the same
+decisions as the Lambda API adapter (created, disabled by a filter change, deleted with the topic, idempotent), and
+the state table records them; topic ACL sync against a broker without an authorizer carries on."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+from moto import mock_aws
+
+from srm.app import App, Environment
+from srm.config import Properties, SrmConfig
+from srm.config_store import ConfigStore, create_config_table
+from srm.local.mappings import LocalEventSources
+from srm.state import create_state_table
+from srm.topics import sync_topics
+from tests.support.kafka import admin, create_topic, unique, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+class Flow:
+    """A flow a->b selecting ``<prefix>.*``: its config in a moto config table, an App, emulated mappings."""
+
+    def __init__(self, clusters: dict[str, Any], db: Any) -> None:
+        self.prefix = unique("esm")
+        self.a, self.b = clusters["a"].bootstrap, clusters["b"].bootstrap
+        self.store = ConfigStore(db, "srm-config", cache_seconds=0)
+        self.configure(topics=f"{self.prefix}\\..*")
+        self.app = App(Environment("a", "b", config_cache_seconds=0), dynamodb=db)
+        self.invocations: list[dict[str, Any]] = []
+        self.mappings = LocalEventSources(self.app, lambda event, _ctx: self.invocations.append(event))
+        self.app.event_sources = self.mappings
+
+    def configure(self, acls: bool = False, **flow: str) -> None:
+        props = {
+            "clusters": "a, b",
+            "a.bootstrap.servers": self.a,
+            "b.bootstrap.servers": self.b,
+            "a->b.enabled": "true",
+            "replication.factor": "1",
+            "heartbeats.replication.enabled": "false",  # the shared clusters' heartbeats are other tests' business
+            "sync.topic.acls.enabled": str(acls).lower(),
+            **{f"a->b.{k.replace('_', '.')}": v for k, v in flow.items()},
+        }
+        self.store.replace_all(SrmConfig.from_properties(Properties.of(props)))
+
+    def sync(self) -> dict[str, list[str]]:
+        result = sync_topics(self.app.topic_sync())
+        assert result.mappings is not None
+        return result.mappings.summary()
+
+    def running(self) -> set[str]:
+        return {t for t, m in self.mappings.mappings().items() if m.is_alive()}
+
+
+@pytest.fixture
+def flow(clusters) -> Iterator[Flow]:
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="us-east-1")
+        create_config_table(db, "srm-config")
+        create_state_table(db, "srm-state")
+        f = Flow(clusters, db)
+        try:
+            yield f
+        finally:
+            f.mappings.stop_all()
+
+
+def test_local_mappings_created_disabled_deleted_and_idempotent(flow: Flow) -> None:
+    # GIVEN two matching topics on the source
+    one, two = f"{flow.prefix}.one", f"{flow.prefix}.two"
+    create_topic(flow.a, one, 2)
+    create_topic(flow.a, two, 1)
+
+    # WHEN topic sync runs THEN each gets a running mapping, recorded in the state table
+    assert flow.sync() == {"create": [one, two]}
+    assert flow.running() == {one, two}
+    records = flow.app.state.event_source_mappings("a", "b")
+    assert set(records) == {one, two} and all(r.enabled and r.batch_size == 100 for r in records.values())
+    mappings = flow.app.state.topic_mappings("a", "b")
+    assert {t: (m.remote_topic, m.partitions, m.created) for t, m in mappings.items()} == {
+        one: (f"a.{one}", 2, True),
+        two: (f"a.{two}", 1, True),
+    }
+
+    # WHEN it runs again THEN nothing changes, and nothing is written to the state table
+    writes: list[str] = []
+    flow.app.dynamodb.meta.events.register("before-call.dynamodb.*", lambda model, **_: writes.append(model.name))
+    assert flow.sync() == {}
+    assert not {w for w in writes if w in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")}, writes
+
+    # WHEN a filter change excludes `two` THEN its mapping is disabled (stopped, kept), `one` untouched
+    flow.configure(topics=f"{flow.prefix}\\..*", topics_exclude=f"{flow.prefix}\\.two")
+    assert flow.sync() == {"disable": [two]}
+    assert flow.running() == {one}
+    assert not flow.app.state.event_source_mappings("a", "b")[two].enabled
+    assert set(flow.app.state.topic_mappings("a", "b")) == {one}
+
+    # WHEN `one` is deleted on the source THEN its mapping is deleted, and its records with it
+    client = admin(flow.a)  # the client must outlive its future
+    client.delete_topics([one])[one].result(30)
+    wait_for(lambda: one not in admin(flow.a).list_topics(timeout=10).topics, message=f"{one} deleted")
+    assert flow.sync() == {"delete": [one]}
+    assert flow.running() == set()
+    assert set(flow.app.state.event_source_mappings("a", "b")) == {two}
+    assert flow.sync() == {}
+
+    # WHEN `two` is selected again THEN the same mapping is re-enabled
+    flow.configure(topics=f"{flow.prefix}\\..*")
+    assert flow.sync() == {"update": [two]}
+    assert flow.running() == {two}
+
+
+class AclsFromSource:
+    """The real source admin client, except that the source reports one topic ACL binding (noida-db has no
+    authorizer, so real bindings cannot exist there)."""
+
+    def __init__(self, real: Any, bindings: list[AclBinding]) -> None:
+        self._real, self._bindings = real, bindings
+
+    def describe_acls(self, *_: Any, **__: Any) -> Any:
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        future.set_result(list(self._bindings))
+        return future
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_acl_sync_target_without_authorizer_logged_once_and_topic_sync_carries_on(
+    flow: Flow, caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN a replicated topic with an ALLOW ALL binding on the source, ACL sync on, a target without authorizer
+    topic = f"{flow.prefix}.acl"
+    create_topic(flow.a, topic, 1)
+    flow.configure(acls=True, topics=f"{flow.prefix}\\..*", sync_topic_acls_interval_seconds="0.001")
+    allow_all = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.ALL,
+        AclPermissionType.ALLOW,
+    )
+
+    # WHEN topic sync runs twice
+    with caplog.at_level(logging.INFO, logger="srm.acls"):
+        for _ in range(2):
+            ctx = flow.app.topic_sync()
+            ctx.source_admin = AclsFromSource(ctx.source_admin, [allow_all])  # type: ignore[assignment]
+            result = sync_topics(ctx)
+            # THEN it succeeds: the remote topic and mapping exist, ACL sync says why it did nothing
+            assert result.acls is not None and result.acls.skipped == "no authorizer on b"
+            assert flow.running() == {topic}
+
+    # AND the missing authorizer is logged once for the target cluster
+    said = [r.getMessage() for r in caplog.records if "SECURITY_DISABLED" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("cluster b has no ACL authorizer"), said

@@ -1,0 +1,146 @@
+"""The mirror Lambda handler in-process: real Kafka (the shared clusters), DynamoDB emulated by moto."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from srm.app import App
+from srm.config import Properties, SrmConfig
+from srm.config_store import ConfigStore, create_config_table
+from srm.events import EventBuilder, MalformedEventError
+from srm.handlers.mirror import lambda_handler
+from srm.local.event_source import LocalContext
+from srm.state import create_state_table
+from tests.support.kafka import (
+    Rec,
+    assert_no_loss,
+    create_topic,
+    list_topic_names,
+    numbered_records,
+    produce,
+    read_topic,
+    unique,
+)
+
+pytestmark = pytest.mark.integration
+
+CONTEXT = LocalContext("srm-a-b-mirror")
+
+
+@pytest.fixture
+def flow(clusters, monkeypatch) -> Iterator[dict[str, Any]]:
+    """A flow a->b selecting ``<prefix>.*``, its config in a moto config table, the handler's env set."""
+    prefix = unique("hdl")
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="us-east-1")
+        create_config_table(db, "srm-config")
+        create_state_table(db, "srm-state")
+        config = SrmConfig.from_properties(
+            Properties.of(
+                {
+                    "clusters": "a, b",
+                    "a.bootstrap.servers": a,
+                    "b.bootstrap.servers": b,
+                    "a->b.enabled": "true",
+                    "a->b.topics": f"{prefix}\\..*",
+                    "replication.factor": "1",
+                    "offset-syncs.topic.replication.factor": "1",
+                }
+            )
+        )
+        ConfigStore(db, "srm-config").replace_all(config)
+        for name, value in {"SRM_SOURCE": "a", "SRM_TARGET": "b", "SRM_CONFIG_TABLE": "srm-config",
+                            "SRM_STATE_TABLE": "srm-state"}.items():
+            monkeypatch.setenv(name, value)
+        App.reset()
+        try:
+            yield {"a": a, "b": b, "prefix": prefix}
+        finally:
+            App.reset()
+
+
+def kafka_event(source: str, topic: str, records: dict[int, list[Rec]]) -> dict[str, Any]:
+    """The MSK event the event source builds for these records (byte for byte, through the JSON round trip)."""
+    builder = EventBuilder("arn:aws:kafka:us-east-1:000000000000:cluster/a/local", source, 6 * 1024 * 1024)
+    for partition, recs in records.items():
+        for r in recs:
+            estimate = EventBuilder.estimate(r.key, r.value, r.headers)
+            builder.add(topic, partition, r.offset, r.timestamp, "CREATE_TIME", r.key, r.value, r.headers, estimate)
+    return json.loads(builder.to_bytes())
+
+
+def _record(topic: str, offset: int, **fields: Any) -> dict[str, Any]:
+    return {"topic": topic, "partition": 0, "offset": offset, "timestamp": 1, "timestampType": "CREATE_TIME", **fields}
+
+
+MALFORMED = {
+    "not-an-object": lambda t: ["records"],
+    "no-event-source": lambda t: {"records": {f"{t}-0": [_record(t, 0)]}},
+    "foreign-event-source": lambda t: {"eventSource": "aws:sqs", "records": {f"{t}-0": [_record(t, 0)]}},
+    "records-not-an-object": lambda t: {"eventSource": "aws:kafka", "records": [_record(t, 0)]},
+    "bad-base64-value": lambda t: {"eventSource": "aws:kafka", "records": {f"{t}-0": [_record(t, 0, value="@@@")]}},
+    "offsets-not-increasing": lambda t: {
+        "eventSource": "aws:kafka",
+        "records": {f"{t}-0": [_record(t, 5), _record(t, 5)]},
+    },
+    "missing-timestamp": lambda t: {
+        "eventSource": "aws:kafka",
+        "records": {f"{t}-0": [{"topic": t, "partition": 0, "offset": 0}]},
+    },
+    "group-of-another-partition": lambda t: {"eventSource": "aws:kafka", "records": {f"{t}-3": [_record(t, 0)]}},
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_mirror_handler_malformed_event_raises_one_line_error_and_produces_nothing(flow, case: str):
+    # GIVEN a malformed event about a topic the flow selects
+    topic = f"{flow['prefix']}.bad"
+    event = MALFORMED[case](topic)
+
+    # WHEN the handler is invoked with it
+    with pytest.raises(MalformedEventError) as raised:
+        lambda_handler(event, CONTEXT)
+
+    # THEN the invocation fails (so the event source retries it) with a one-line message, and nothing is produced
+    message = str(raised.value)
+    assert message and "\n" not in message, message
+    assert not {t for t in list_topic_names(flow["b"]) if flow["prefix"] in t}
+
+
+def test_mirror_handler_valid_event_replicates_and_records_exact_offset_runs(flow):
+    # GIVEN records on a 2-partition source topic, and two events as the event source sends them: offsets 0-19 of
+    # each partition, then a redelivery of 10-19 with the next 10 records
+    a, b = flow["a"], flow["b"]
+    topic = f"{flow['prefix']}.orders"
+    create_topic(a, topic, 2)
+    produce(a, topic, numbered_records(60, 2, topic))
+    source = read_topic(a, topic)
+    first = kafka_event(a, topic, {p: recs[:20] for p, recs in source.items()})
+    redelivery = kafka_event(a, topic, {p: recs[10:30] for p, recs in source.items()})
+
+    # WHEN the handler replicates both, in-process, against the real target
+    results = [lambda_handler(first, CONTEXT), lambda_handler(redelivery, CONTEXT)]
+
+    # THEN the remote topic holds the records in the same partitions, the redelivered ones re-sent and nothing lost
+    assert [r["records"] for r in results] == [40, 40]
+    remote = read_topic(b, f"a.{topic}")
+    assert sorted(remote) == [0, 1]
+    for p, recs in source.items():
+        assert assert_no_loss(recs[:30], remote[p]) == 10
+        # … and the state table's offset runs map every upstream offset to where its latest copy landed
+        runs = App.current().state.runs("a", "b", topic, p)
+        mapped = {r.upstream + i: r.downstream + i for r in runs for i in range(r.length)}
+        assert sorted(mapped) == [rec.offset for rec in recs[:30]]
+        by_offset = {rec.offset: rec for rec in remote[p]}
+        for rec in recs[:30]:
+            landed = by_offset[mapped[rec.offset]]
+            assert landed.content() == rec.content(), f"{topic}-{p}@{rec.offset} maps to a different record"
+            copies = [r.offset for r in remote[p] if r.content() == rec.content()]
+            assert mapped[rec.offset] == copies[-1], f"{topic}-{p}@{rec.offset} does not map to its latest copy"

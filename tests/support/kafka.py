@@ -1,0 +1,233 @@
+"""Record helpers: create topics, produce, read whole partitions, compare two clusters partition by partition."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True)
+class Rec:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    timestamp: int
+    offset: int = -1
+
+    def content(self) -> tuple:
+        """What replication must preserve (everything but the offset)."""
+        return (self.key, self.value, self.headers, self.timestamp)
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    client = admin(bootstrap)  # the client must outlive its future
+    client.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
+
+
+def topic_partitions(bootstrap: str, name: str) -> int | None:
+    md = admin(bootstrap).list_topics(timeout=10)
+    t = md.topics.get(name)
+    return None if t is None or t.error is not None else len(t.partitions)
+
+
+def list_topic_names(bootstrap: str) -> set[str]:
+    return set(admin(bootstrap).list_topics(timeout=10).topics)
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[int, Rec]], **config: str) -> None:
+    """Produce ``(partition, record)`` pairs and wait for every acknowledgement."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **config})
+    errors: list[str] = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(err.str())
+
+    for partition, rec in records:
+        producer.produce(
+            topic,
+            rec.value,
+            rec.key,
+            partition=partition,
+            timestamp=rec.timestamp,
+            headers=list(rec.headers) if rec.headers else None,
+            on_delivery=on_delivery,
+        )
+        producer.poll(0)
+    producer.flush(30)
+    assert not errors, errors
+
+
+def read_partition(
+    bootstrap: str, topic: str, partition: int, timeout: float = 20.0, isolation: str = "read_committed"
+) -> list[Rec]:
+    """Every record of a partition, from the log start to the end offset at the time of the call."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        tp = TopicPartition(topic, partition)
+        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        if high <= low:
+            return []
+        consumer.assign([TopicPartition(topic, partition, low)])
+        out: list[Rec] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in consumer.consume(1000, timeout=0.5):
+                if m.error():
+                    continue
+                headers = tuple(m.headers() or ())
+                out.append(Rec(m.key(), m.value(), headers, m.timestamp()[1], m.offset()))
+            position = consumer.position([tp])[0].offset
+            if position >= high:
+                break
+        return out
+    finally:
+        consumer.close()
+
+
+def read_topic(bootstrap: str, topic: str) -> dict[int, list[Rec]]:
+    n = topic_partitions(bootstrap, topic) or 0
+    return {p: read_partition(bootstrap, topic, p) for p in range(n)}
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.25, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except KafkaException:
+            last = None
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {message} (last: {last!r})")
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm")})
+    try:
+        n = topic_partitions(bootstrap, topic) or 0
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in range(n)
+        }
+    finally:
+        consumer.close()
+
+
+def record_count(bootstrap: str, topic: str) -> int:
+    """Records (not offsets) in a topic: markers of transactions do not count."""
+    return sum(len(v) for v in read_topic(bootstrap, topic).values())
+
+
+def wait_replicated(source: str, source_topic: str, target: str, remote_topic: str, timeout: float = 60.0) -> None:
+    """Wait until every partition of the remote topic holds at least as many records as the source's."""
+    want = {p: len(r) for p, r in read_topic(source, source_topic).items()}
+
+    def done():
+        have = read_topic(target, remote_topic) if topic_partitions(target, remote_topic) else {}
+        return all(len(have.get(p, [])) >= n for p, n in want.items()) and have
+
+    wait_for(done, timeout, message=f"{source_topic} replicated to {remote_topic}")
+
+
+def assert_identical(source: str, source_topic: str, target: str, remote_topic: str) -> dict[int, int]:
+    """Every partition of the remote topic equals the source's, record by record (key, value, headers in order,
+    timestamp): zero lost, zero duplicated, zero reordered. Returns records per partition."""
+    src = read_topic(source, source_topic)
+    dst = read_topic(target, remote_topic)
+    assert sorted(dst) == sorted(src), f"partitions differ: {sorted(src)} vs {sorted(dst)}"
+    counts = {}
+    for p, records in src.items():
+        want = [r.content() for r in records]
+        got = [r.content() for r in dst[p]]
+        lost = len(set(want) - set(got)) if len(set(want)) == len(want) else None
+        assert got == want, (
+            f"{remote_topic}-{p}: {len(want)} source records, {len(got)} remote; "
+            f"first difference at {_first_diff(want, got)}; lost={lost}"
+        )
+        counts[p] = len(records)
+    return counts
+
+
+def _first_diff(a: Sequence, b: Sequence) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def numbered_records(n: int, partitions: int, tag: str, start: int = 0) -> list[tuple[int, Rec]]:
+    """``n`` distinct records spread round-robin over ``partitions``: a key (null every 5th), a value naming the
+    record, a duplicated header key and a recent CreateTime timestamp (old ones fall to the default retention),
+    so any loss, duplicate or reordering shows."""
+    base = int(time.time() * 1000) - 3_600_000
+    out = []
+    for i in range(start, start + n):
+        key = None if i % 5 == 0 else f"{tag}-k{i}".encode()
+        headers = (("seq", str(i).encode()), ("seq", b"\x00\xff"), ("nil", None)) if i % 2 else ()
+        out.append((i % partitions, Rec(key, f"{tag}-v{i}".encode(), headers, base + i)))
+    return out
+
+
+def create_partitions(bootstrap: str, name: str, total: int) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    client = admin(bootstrap)  # the client must outlive its future
+    client.create_partitions([NewPartitions(name, total)])[name].result(30)
+
+
+def assert_no_loss(source: Sequence[Rec], target: Sequence[Rec]) -> int:
+    """At-least-once check of one partition: the target is the source sequence in which runs may be re-sent.
+
+    Reading the target in order, each record either continues the current run (the next source record) or starts
+    a re-sent run at an earlier source record (a retried batch); a jump forward past a record not yet written is
+    loss or reordering. At the end every source record must have been written. Source records must be distinct.
+    Returns the number of duplicates (re-sent copies), which is ``len(target) - len(source)``.
+    """
+    want = [r.content() for r in source]
+    index = {c: i for i, c in enumerate(want)}
+    assert len(index) == len(want), "assert_no_loss needs distinct source records"
+    written = 0  # source records [0, written) have a first copy in the target so far
+    nxt = 0  # the source index that continues the current run
+    duplicates = 0
+    for n, rec in enumerate(target):
+        i = index.get(rec.content())
+        assert i is not None, f"target record {n} (offset {rec.offset}) is no source record: {rec!r}"
+        assert i <= nxt, (
+            f"target record {n} (offset {rec.offset}) is source record {i}, but the run expected source record "
+            f"{nxt}: source records {nxt}..{i - 1} are missing or out of order here"
+        )
+        if i < written:
+            duplicates += 1
+        else:
+            written = i + 1
+        nxt = i + 1
+    assert written == len(want), (
+        f"lost {len(want) - written} of {len(want)} records: the target ({len(target)} records, {duplicates} "
+        f"duplicates) ends at source record {written}"
+    )
+    assert duplicates == len(target) - len(source)
+    return duplicates

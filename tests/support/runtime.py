@@ -1,0 +1,132 @@
+"""``srm run`` as a user runs it: a subprocess with a config file, stopped with SIGINT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def write_config(
+    path: Path, clusters: Mapping[str, str], flows: Mapping[str, Mapping[str, Any]], **settings: Any
+) -> Path:
+    """A YAML config: ``clusters`` alias → bootstrap, ``flows`` "a->b" → settings, the rest global."""
+    doc: dict[str, Any] = {
+        "clusters": {alias: {"bootstrap.servers": b} for alias, b in clusters.items()},
+        "flows": {name: {"enabled": True, **f} for name, f in flows.items()},
+        "replication.factor": 1,
+        "refresh.topics.interval.seconds": 1,
+        "event.source.batching.window.ms": 50,
+        "emit.heartbeats.interval.seconds": 1,
+        **settings,
+    }
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+class SrmRun:
+    """A running ``srm run --config FILE``; its output goes to ``log``."""
+
+    def __init__(self, config: Path, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
+        self.log = workdir / "srm-run.log"
+        self.workdir = workdir
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config), *extra_args],
+            cwd=workdir,
+            env=env,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self._log_file.close()
+        return self.process.returncode
+
+    def __enter__(self) -> SrmRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 60.0, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``srm`` or ``srm-control`` (``args[0]``) to completion."""
+    module = {"srm": "srm.cli.srm", "srm-control": "srm.cli.control"}[args[0]]
+    return subprocess.run(
+        [sys.executable, "-m", module, *args[1:]],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def wait_log(run: SrmRun, text: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in run.output():
+            return
+        if not run.alive():
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not in srm run output:\n{run.output()[-3000:]}")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live child processes of ``pid``, from /proc (no psutil)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text.rpartition(")")[2].split()  # after "pid (comm)": state, ppid, …
+        if len(fields) > 1 and int(fields[1]) == pid and fields[0] != "Z":
+            children.append(int(stat.parent.name))
+    return children
+
+
+def pid_alive(pid: int) -> bool:
+    """True while the process exists (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def write_properties(path: Path, lines: Mapping[str, str]) -> Path:
+    """An ``mm2.properties`` file: ``key = value`` lines, written as given (escape backslashes yourself)."""
+    path.write_text("".join(f"{k} = {v}\n" for k, v in lines.items()))
+    return path

@@ -1,0 +1,14 @@
+"""The state table of a running `srm run` (its moto store's URL is in ``.srm-local/store.url`` of its workdir)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import boto3
+
+from srm.state import StateStore
+
+
+def state_store(workdir: Path, table: str = "srm-state") -> StateStore:
+    url = (workdir / ".srm-local" / "store.url").read_text().strip()
+    return StateStore(boto3.client("dynamodb", region_name="us-east-1", endpoint_url=url), table)

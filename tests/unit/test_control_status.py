@@ -1,0 +1,142 @@
+"""``status`` with the clusters stubbed (the real probe runs in tests/e2e/test_control.py), and the export formats."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator, Mapping
+
+import boto3
+import pytest
+from moto import mock_aws
+
+import srm.cli.control as cli
+from srm.config import Properties, SrmConfig, parse_properties_text, parse_yaml_text
+from srm.config_store import ConfigStore, create_config_table
+from srm.control import Control, format_properties, format_yaml, mask_secrets
+from srm.kafka import KafkaUnavailableError, TopicInfo
+from srm.state import StateStore, TopicMappingRecord, create_state_table
+
+PROPS = {
+    "clusters": "a, b",
+    "a.bootstrap.servers": "a:9092",
+    "b.bootstrap.servers": "b:9092",
+    "a->b.enabled": "true",
+    "a->b.topics": r"p\..*",
+    "b->a.enabled": "false",
+}
+
+
+class FakeProbe:
+    """Cluster a answers; cluster b does not."""
+
+    def topics(self, config: SrmConfig, alias: str) -> Mapping[str, TopicInfo]:
+        if alias == "b":
+            raise KafkaUnavailableError("cannot list topics: timed out")
+        names = {"p.one": 2, "p.two": 1, "heartbeats": 1, "p.internal": 1, "__consumer_offsets": 50, "other": 1}
+        return {n: TopicInfo(n, p) for n, p in names.items()}
+
+    def lag(self, config: SrmConfig, source: str, target: str, topics: Mapping[str, int]) -> dict[str, int | None]:
+        assert set(topics) <= {"p.one", "p.two"}  # selected data topics only
+        return {"p.one": 5, "p.two": 0}
+
+    def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None:
+        return 1_700_000_000_000 if source == "a" else None
+
+    def last_checkpoint(self, config: SrmConfig, source: str, target: str) -> int | None:
+        return None
+
+
+@pytest.fixture
+def control() -> Iterator[Control]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_config_table(client, "srm-config")
+        create_state_table(client, "srm-state")
+        control = Control(ConfigStore(client, "srm-config", cache_seconds=0))
+        control.import_config(SrmConfig.from_properties(Properties.of(PROPS)))
+        yield control
+
+
+@pytest.fixture
+def state(control: Control) -> StateStore:
+    return StateStore(boto3.client("dynamodb", region_name="us-east-1"), "srm-state")
+
+
+def test_status_before_any_topic_sync_asks_the_source_and_reports_an_unreachable_cluster(
+    control: Control, state: StateStore
+):
+    statuses = {s.name: s for s in control.status(FakeProbe(), state)}
+
+    ab = statuses["a->b"]
+    assert [(t.topic, t.remote, t.partitions, t.lag) for t in ab.topics or ()] == [
+        ("p.one", "a.p.one", 2, 5),
+        ("p.two", "a.p.two", 1, 0),
+    ]
+    assert (ab.enabled, ab.lag, ab.last_heartbeat_ms, ab.last_checkpoint_ms) == (True, 5, 1_700_000_000_000, None)
+    assert ab.errors == ()
+
+    assert ab.topics_from == "source"
+
+    ba = statuses["b->a"]
+    assert (ba.enabled, ba.topics, ba.lag) == (False, None, None)
+    assert ba.errors[0] == "source b: cannot list topics: timed out"
+    assert ba.to_dict()["topicCount"] is None and ab.to_dict()["lastHeartbeat"] == "2023-11-14T22:13:20Z"
+
+
+def test_status_takes_topics_still_selected_and_times_from_the_state_table(control: Control, state: StateStore):
+    # GIVEN a topic sync recorded two topics (one since deselected) and the functions recorded their facts
+    state.put_topic_mapping("a", "b", TopicMappingRecord("p.one", "a.p.one", 2))
+    state.put_topic_mapping("a", "b", TopicMappingRecord("gone", "a.gone", 1))
+    state.update_flow_status("a", "b", heartbeat_ms=1_000, heartbeat_latency_ms=40, last_checkpoint_ms=2_000)
+
+    # WHEN / THEN the status uses them, and the source is asked only for the lag
+    [ab] = control.status(FakeProbe(), state, [("a", "b")])
+    assert ab.topics_from == "state"
+    assert [(t.topic, t.partitions, t.lag) for t in ab.topics or ()] == [("p.one", 2, 5)]
+    assert (ab.last_heartbeat_ms, ab.heartbeat_latency_ms, ab.last_checkpoint_ms) == (1_000, 40, 2_000)
+
+
+def test_status_command_prints_a_table_and_json(control: Control, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(cli, "KafkaStatusProbe", lambda *a, **k: FakeProbe())
+    out = io.StringIO()
+    assert cli.main(["status", "--topics"], out=out, err=io.StringIO()) == 0
+    text = out.getvalue()
+    header = ["FLOW", "ENABLED", "TOPICS", "LAG", "LAST", "HEARTBEAT", "LATENCY", "LAST", "CHECKPOINT"]
+    assert text.splitlines()[0].split() == header
+    assert "a->b  yes      2       5    " in text and "b->a: source b: cannot list topics: timed out" in text
+    assert "\n  p.one  a.p.one       2           5\n" in text
+
+    out = io.StringIO()
+    assert cli.main(["status", "--json", "--source", "a", "--target", "b"], out=out, err=io.StringIO()) == 0
+    [ab] = json.loads(out.getvalue())
+    assert (ab["flow"], ab["topicCount"], ab["lag"]) == ("a->b", 2, 5)
+
+
+TRICKY = {
+    "clusters": "a, b",
+    "a.bootstrap.servers": "h:1,h:2",
+    "a->b.topics": r"orders\..*, pay(ments)?",
+    "a->b.topics.exclude": "",
+    "b.ssl.truststore.location": "/etc/ssl/ca bundle.pem",
+    "b.client.id": "#not-a-comment!",
+    "weird key:with=specials": "x",
+    "unicode.value": "Zürich → Tōkyō",
+    "multi.line": "first\nsecond\tthird",
+    "trailing.backslash": "c:\\dir\\",
+    "enabled.like": "true",
+    "number.like": "007",
+    "float.like": "0.5",
+}
+
+
+@pytest.mark.parametrize("fmt", ["properties", "yaml"])
+def test_export_formats_read_back_to_the_same_property_map(fmt: str):
+    text = format_properties(TRICKY, ("a", "b")) if fmt == "properties" else format_yaml(TRICKY, ("a", "b"))
+    parsed = parse_properties_text(text) if fmt == "properties" else parse_yaml_text(text)
+    assert dict(parsed) == TRICKY
+
+
+def test_mask_secrets_masks_literals_and_keeps_references():
+    masked = mask_secrets({"a.sasl.jaas.config": "x", "b.sasl.password": "${env:P}", "a.ssl.key.password": ""})
+    assert masked == {"a.sasl.jaas.config": "********", "b.sasl.password": "${env:P}", "a.ssl.key.password": ""}

@@ -1,0 +1,222 @@
+"""srm.event_sources: the mapping lifecycle decision, and the Lambda API adapter checked with botocore's Stubber
+(which validates every request against the Lambda API model; moto rejects MSK event source mappings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from srm.config import FlowSettings
+from srm.event_sources import (
+    EventSourceMappingError,
+    LambdaEventSources,
+    MappingChange,
+    MappingConfig,
+    ObservedMapping,
+    decide_mappings,
+    mapping_group_id,
+    sync_mappings,
+)
+from srm.topics import TopicPlan
+
+CFG = MappingConfig(100, 500)
+U1, U2, U3, U9 = (f"00000000-0000-4000-8000-00000000000{i}" for i in (1, 2, 3, 9))
+OTHER = MappingConfig(500, 500)
+FUNCTION = "arn:aws:lambda:us-west-2:111122223333:function:srm-a-b-mirror"
+CLUSTER = "arn:aws:kafka:us-west-2:111122223333:cluster/a/5f2a8c1e-3d4b-4a6f-9c0e-7b1d2e3f4a5b-3"
+
+
+def mapping(topic: str, id_: str = "", config: MappingConfig = CFG, enabled: bool = True, busy: bool = False):
+    return ObservedMapping(id_ or f"id-{topic}", topic, config, enabled, busy)
+
+
+def actions(changes: list[MappingChange]) -> list[tuple[str, str]]:
+    return [(c.action, c.topic) for c in changes]
+
+
+# -- the decision -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("wanted", "source_topics", "observed", "expected"),
+    [
+        pytest.param({"t": CFG}, {"t"}, [], [("create", "t")], id="new-topic-created"),
+        pytest.param({"t": CFG}, {"t"}, [mapping("t")], [], id="in-step-kept"),
+        pytest.param({"t": CFG}, {"t"}, [mapping("t", config=OTHER)], [("update", "t")], id="settings-updated"),
+        pytest.param({"t": CFG}, {"t"}, [mapping("t", enabled=False)], [("update", "t")], id="reenabled"),
+        pytest.param({}, {"t"}, [mapping("t")], [("disable", "t")], id="left-filter-disabled"),
+        pytest.param({}, {"t"}, [mapping("t", enabled=False)], [], id="disabled-stays-disabled"),
+        pytest.param({}, set(), [mapping("t")], [("delete", "t")], id="gone-deleted"),
+        pytest.param({}, set(), [mapping("t", enabled=False)], [("delete", "t")], id="gone-disabled-deleted"),
+        pytest.param({}, set(), [mapping("t", busy=True)], [], id="busy-left-alone"),
+        pytest.param({"t": CFG}, {"t"}, [mapping("t", config=OTHER, busy=True)], [], id="busy-not-updated"),
+        pytest.param(
+            {"t": CFG},
+            {"t"},
+            [mapping("t", "b"), mapping("t", "a", enabled=False)],
+            [("delete", "t")],
+            id="duplicate-deleted-enabled-kept",
+        ),
+    ],
+)
+def test_decide_mappings_follows_the_lifecycle(wanted, source_topics, observed, expected):
+    assert actions(decide_mappings(wanted, source_topics, observed)) == expected
+
+
+def test_decide_mappings_duplicate_keeps_enabled_one_and_deletes_the_other():
+    changes = decide_mappings({"t": CFG}, {"t"}, [mapping("t", "b"), mapping("t", "a", enabled=False)])
+    assert [c.mapping.id for c in changes if c.mapping] == ["a"]
+
+
+def test_decide_mappings_applied_result_decides_nothing_more():
+    # GIVEN every kind of change WHEN the decided state is observed again THEN nothing is left to do
+    observed = [mapping("keep"), mapping("stale", config=OTHER), mapping("out"), mapping("gone")]
+    wanted = {"keep": CFG, "stale": CFG, "new": CFG}
+    changes = decide_mappings(wanted, {"keep", "stale", "new", "out"}, observed)
+    assert sorted(actions(changes)) == [("create", "new"), ("delete", "gone"), ("disable", "out"), ("update", "stale")]
+    after = [mapping("keep"), mapping("stale"), mapping("out", enabled=False), mapping("new")]
+    assert decide_mappings(wanted, {"keep", "stale", "new", "out"}, after) == []
+
+
+# -- the Lambda API adapter ----------------------------------------------------------------------------------------
+@pytest.fixture
+def lam() -> Iterator[tuple[LambdaEventSources, Stubber]]:
+    client = boto3.client("lambda", region_name="us-west-2")
+    with Stubber(client) as stubber:
+        yield LambdaEventSources(client, FUNCTION, CLUSTER), stubber
+        stubber.assert_no_pending_responses()
+
+
+def esm(topic: str, uuid: str, state: str = "Enabled", batch: int = 100, window: int = 0, group: str = "") -> dict:
+    return {
+        "UUID": uuid,
+        "Topics": [topic],
+        "State": state,
+        "BatchSize": batch,
+        "MaximumBatchingWindowInSeconds": window,
+        "FunctionArn": FUNCTION,
+        "EventSourceArn": CLUSTER,
+        "AmazonManagedKafkaEventSourceConfig": {"ConsumerGroupId": group or mapping_group_id("a", "b", topic)},
+    }
+
+
+def expect_list(stubber: Stubber, mappings: list[dict[str, Any]]) -> None:
+    stubber.add_response(
+        "list_event_source_mappings",
+        {"EventSourceMappings": mappings},
+        {"FunctionName": FUNCTION, "EventSourceArn": CLUSTER},
+    )
+
+
+def plan(replicated: list[str], source_topics: list[str]) -> TopicPlan:
+    return TopicPlan({t: (f"a.{t}", 1) for t in replicated}, frozenset(source_topics))
+
+
+SETTINGS = FlowSettings.model_validate({"event.source.batch.size": 100, "event.source.batching.window.ms": 500})
+
+
+def test_lambda_create_sends_one_topic_msk_mapping_with_group_tags_and_trim_horizon(lam):
+    # GIVEN a replicated topic with no mapping
+    port, stubber = lam
+    expect_list(stubber, [])
+    stubber.add_response(
+        "create_event_source_mapping",
+        esm("orders", U1, state="Creating"),
+        {
+            "FunctionName": FUNCTION,
+            "EventSourceArn": CLUSTER,
+            "Topics": ["orders"],
+            "StartingPosition": "TRIM_HORIZON",
+            "Enabled": True,
+            "BatchSize": 100,
+            "AmazonManagedKafkaEventSourceConfig": {"ConsumerGroupId": "srm-mirror.a-b.orders"},
+            "Tags": {"srm:source": "a", "srm:target": "b", "srm:topic": "orders"},
+        },
+    )
+    # WHEN the mappings are synced THEN it is created (a sub-second window leaves MSK's 500 ms default)
+    result = sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), SETTINGS)
+    assert result.summary() == {"create": ["orders"]}
+    assert result.mappings["orders"].id == U1
+
+
+def test_lambda_mappings_in_step_second_run_makes_no_write_call(lam):
+    # GIVEN mappings exactly as wanted, plus one of another flow's group on the same function
+    port, stubber = lam
+    expect_list(stubber, [esm("orders", U1), esm("x", U9, group="someone-else")])
+    # WHEN synced THEN only the list call happens (Stubber fails on any unexpected call)
+    result = sync_mappings(port, "a", "b", plan(["orders"], ["orders", "x"]), SETTINGS)
+    assert result.applied == [] and set(result.mappings) == {"orders"}
+
+
+def test_lambda_filter_change_disables_gone_topic_deletes_new_settings_update(lam):
+    # GIVEN three mappings: a topic now excluded, a topic deleted on the source, one with an old batch size
+    port, stubber = lam
+    expect_list(stubber, [esm("out", U1), esm("gone", U2), esm("kept", U3, batch=10, window=5)])
+    stubber.add_response("delete_event_source_mapping", esm("gone", U2, state="Deleting"), {"UUID": U2})
+    stubber.add_response(
+        "update_event_source_mapping",
+        esm("kept", U3, state="Updating"),
+        {"UUID": U3, "Enabled": True, "BatchSize": 100, "MaximumBatchingWindowInSeconds": 0},
+    )
+    stubber.add_response(
+        "update_event_source_mapping", esm("out", U1, state="Disabling"), {"UUID": U1, "Enabled": False}
+    )
+    # WHEN synced
+    result = sync_mappings(port, "a", "b", plan(["kept"], ["kept", "out"]), SETTINGS)
+    # THEN disable, delete and update, each once
+    assert result.summary() == {"delete": ["gone"], "update": ["kept"], "disable": ["out"]}
+    assert set(result.mappings) == {"kept", "out"} and not result.mappings["out"].enabled
+
+
+def test_lambda_busy_mapping_is_retried_next_run_not_failed(lam):
+    port, stubber = lam
+    expect_list(stubber, [esm("gone", U2)])
+    stubber.add_client_error("delete_event_source_mapping", "ResourceInUseException", http_status_code=400)
+    result = sync_mappings(port, "a", "b", plan([], []), SETTINGS)
+    assert result.applied == [] and result.pending == [f"delete gone ({U2})"]
+
+
+def test_lambda_create_conflict_is_taken_as_already_there(lam):
+    port, stubber = lam
+    expect_list(stubber, [])
+    stubber.add_client_error("create_event_source_mapping", "ResourceConflictException", http_status_code=409)
+    result = sync_mappings(port, "a", "b", plan(["t"], ["t"]), SETTINGS)
+    assert result.pending == ["create t"]
+
+
+def test_lambda_other_errors_fail_the_sync_after_trying_every_change(lam):
+    # GIVEN two topics to create, the first refused by Lambda
+    port, stubber = lam
+    expect_list(stubber, [])
+    stubber.add_client_error("create_event_source_mapping", "InvalidParameterValueException", http_status_code=400)
+    stubber.add_response("create_event_source_mapping", esm("u", U2, state="Creating"))
+    # WHEN synced THEN the second is still created and the error names the first
+    with pytest.raises(EventSourceMappingError, match="create t"):
+        sync_mappings(port, "a", "b", plan(["t", "u"], ["t", "u"]), SETTINGS)
+
+
+def test_lambda_window_in_whole_seconds_sets_window_and_matches_listing(lam):
+    # GIVEN a 2.4 s batching window WHEN the mapping is created THEN it asks for 2 s; listed back it is in step
+    port, stubber = lam
+    settings = FlowSettings.model_validate({"event.source.batching.window.ms": 2400})
+    expect_list(stubber, [])
+    stubber.add_response(
+        "create_event_source_mapping",
+        esm("t", U1, state="Creating", window=2),
+        {
+            "FunctionName": FUNCTION,
+            "EventSourceArn": CLUSTER,
+            "Topics": ["t"],
+            "StartingPosition": "TRIM_HORIZON",
+            "Enabled": True,
+            "BatchSize": 100,
+            "MaximumBatchingWindowInSeconds": 2,
+            "AmazonManagedKafkaEventSourceConfig": {"ConsumerGroupId": "srm-mirror.a-b.t"},
+            "Tags": ANY,
+        },
+    )
+    sync_mappings(port, "a", "b", plan(["t"], ["t"]), settings)
+    expect_list(stubber, [esm("t", U1, window=2)])
+    assert sync_mappings(port, "a", "b", plan(["t"], ["t"]), settings).applied == []
