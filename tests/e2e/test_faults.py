@@ -137,4 +137,6 @@ def test_run_with_unreachable_target_warns_once_naming_cluster_and_keeps_running
         assert len(warnings) == 1, output[-3000:]
         assert dead in warnings[0] and "does not answer" in warnings[0]
         assert "Traceback" not in output, output[-3000:]
+    # and it stops cleanly, not killed, although topic sync is blocked on the dead cluster
     assert run.process.returncode == 0
+    assert "a->b: worker stopped" in run.output(), run.output()[-3000:]

@@ -17,6 +17,7 @@ from srm.app import App, Environment
 from srm.config import Properties, SrmConfig
 from srm.config_store import ConfigStore, create_config_table
 from srm.local.mappings import LocalEventSources
+from srm.mirror import TopicNotReplicatedError
 from srm.state import create_state_table
 from srm.topics import sync_topics
 from tests.support.kafka import admin, create_topic, unique, wait_for
@@ -165,3 +166,27 @@ def test_acl_sync_target_without_authorizer_logged_once_and_topic_sync_carries_o
     # AND the missing authorizer is logged once for the target cluster
     said = [r.getMessage() for r in caplog.records if "SECURITY_DISABLED" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("cluster b has no ACL authorizer"), said
+
+
+def test_disabled_flow_pauses_mappings_creates_nothing_and_enabling_resumes(flow: Flow) -> None:
+    # GIVEN a replicated topic with a running mapping
+    one, later = f"{flow.prefix}.one", f"{flow.prefix}.later"
+    create_topic(flow.a, one, 1)
+    assert flow.sync() == {"create": [one]}
+
+    # WHEN the flow is disabled (srm-control flows disable) and a new matching topic appears meanwhile
+    flow.configure(topics=f"{flow.prefix}\\..*", enabled="false")
+    create_topic(flow.a, later, 1)
+
+    # THEN topic sync pauses the mapping (kept, not deleted) and creates neither a mapping nor a remote topic
+    assert flow.sync() == {"disable": [one]}
+    assert flow.running() == set()
+    assert f"a.{later}" not in admin(flow.b).list_topics(timeout=10).topics
+    # and a batch still in flight is refused (retried, nothing committed) rather than replicated
+    with pytest.raises(TopicNotReplicatedError, match="disabled"):
+        flow.app.mirror_target()
+
+    # WHEN enabled again THEN the paused mapping resumes and the new topic gets one
+    flow.configure(topics=f"{flow.prefix}\\..*", enabled="true")
+    assert flow.sync() == {"update": [one], "create": [later]}
+    assert flow.running() == {one, later}

@@ -114,7 +114,9 @@ def plan(replicated: list[str], source_topics: list[str]) -> TopicPlan:
     return TopicPlan({t: (f"a.{t}", 1) for t in replicated}, frozenset(source_topics))
 
 
-SETTINGS = FlowSettings.model_validate({"event.source.batch.size": 100, "event.source.batching.window.ms": 500})
+SETTINGS = FlowSettings.model_validate(
+    {"enabled": True, "event.source.batch.size": 100, "event.source.batching.window.ms": 500}
+)
 
 
 def test_lambda_create_sends_one_topic_msk_mapping_with_group_tags_and_trim_horizon(lam):
@@ -200,7 +202,7 @@ def test_lambda_other_errors_fail_the_sync_after_trying_every_change(lam):
 def test_lambda_window_in_whole_seconds_sets_window_and_matches_listing(lam):
     # GIVEN a 2.4 s batching window WHEN the mapping is created THEN it asks for 2 s; listed back it is in step
     port, stubber = lam
-    settings = FlowSettings.model_validate({"event.source.batching.window.ms": 2400})
+    settings = FlowSettings.model_validate({"enabled": True, "event.source.batching.window.ms": 2400})
     expect_list(stubber, [])
     stubber.add_response(
         "create_event_source_mapping",
@@ -220,3 +222,52 @@ def test_lambda_window_in_whole_seconds_sets_window_and_matches_listing(lam):
     sync_mappings(port, "a", "b", plan(["t"], ["t"]), settings)
     expect_list(stubber, [esm("t", U1, window=2)])
     assert sync_mappings(port, "a", "b", plan(["t"], ["t"]), settings).applied == []
+
+
+def test_lambda_disabled_flow_pauses_every_mapping_and_creates_none(lam):
+    # GIVEN a flow disabled with `srm-control flows disable` while its topics are still selected
+    port, stubber = lam
+    expect_list(stubber, [esm("orders", U1), esm("paused", U2, state="Disabled")])
+    stubber.add_response(
+        "update_event_source_mapping", esm("orders", U1, state="Disabling"), {"UUID": U1, "Enabled": False}
+    )
+    disabled = SETTINGS.model_copy(update={"enabled": False})
+    # WHEN synced THEN the enabled mapping is disabled (not deleted: enabling resumes it), nothing is created
+    result = sync_mappings(port, "a", "b", plan(["orders", "paused", "new"], ["orders", "paused", "new"]), disabled)
+    assert result.summary() == {"disable": ["orders"]}
+
+
+def test_lambda_create_with_scram_secret_sends_source_access_configuration():
+    # GIVEN a stack deployed with SourceAuth=SASL_SCRAM_512_AUTH and the secret's ARN
+    secret = "arn:aws:secretsmanager:us-west-2:111122223333:secret:AmazonMSK_srm-west-AbCdEf"
+    client = boto3.client("lambda", region_name="us-west-2")
+    port = LambdaEventSources(client, FUNCTION, CLUSTER, ("SASL_SCRAM_512_AUTH", secret))
+    with Stubber(client) as stubber:
+        expect_list(stubber, [])
+        stubber.add_response(
+            "create_event_source_mapping",
+            esm("orders", U1, state="Creating"),
+            {
+                "FunctionName": FUNCTION,
+                "EventSourceArn": CLUSTER,
+                "Topics": ["orders"],
+                "StartingPosition": "TRIM_HORIZON",
+                "Enabled": True,
+                "BatchSize": 100,
+                "AmazonManagedKafkaEventSourceConfig": {"ConsumerGroupId": "srm-mirror.a-b.orders"},
+                "Tags": ANY,
+                "SourceAccessConfigurations": [{"Type": "SASL_SCRAM_512_AUTH", "URI": secret}],
+            },
+        )
+        # WHEN a mapping is created THEN it carries the credentials MSK reads from Secrets Manager
+        assert sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), SETTINGS).summary() == {"create": ["orders"]}
+        stubber.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(("kind", "secret"), [("SASL_SCRAM_512_AUTH", ""), ("KERBEROS", "arn:x")])
+def test_environment_mapping_auth_without_secret_or_unknown_kind_is_a_config_error(kind, secret):
+    from srm.app import Environment
+    from srm.config import ConfigError
+
+    with pytest.raises(ConfigError, match="SRM_SOURCE_AUTH"):
+        Environment.from_env({"SRM_SOURCE_AUTH": kind, "SRM_SOURCE_SECRET_ARN": secret})

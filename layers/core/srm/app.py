@@ -9,6 +9,8 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_CONFIG_CACHE_SECONDS``      how stale the cached config may be (default 10)
 ``SRM_MIRROR_FUNCTION``           topic sync only: the mirror function's ARN, target of the event source mappings
 ``SRM_SOURCE_CLUSTER_ARN``        topic sync only: the source MSK cluster the mappings read
+``SRM_SOURCE_AUTH``               topic sync only: how mappings authenticate (``SASL_SCRAM_512_AUTH``…; IAM if unset)
+``SRM_SOURCE_SECRET_ARN``         topic sync only: the secret of those credentials
 ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``   where DynamoDB is (boto3 reads them)
 ================================  =====================================================================
 """
@@ -31,7 +33,7 @@ from srm.event_sources import LambdaEventSources
 from srm.failover import CheckpointContext, quiet_probe
 from srm.heartbeats import HeartbeatEmitter
 from srm.kafka import KafkaClients, SecretResolver, consumer_config, default_secret_resolver, ensure_topic
-from srm.mirror import MirrorTarget
+from srm.mirror import MirrorTarget, TopicNotReplicatedError
 from srm.state import StateStore
 from srm.topics import EventSourceMappings, RemoteTopics, TopicSync
 
@@ -48,6 +50,7 @@ class Environment:
     region: str = "us-east-1"
     mirror_function: str | None = None  # with source_cluster_arn: event source mappings through the Lambda API
     source_cluster_arn: str | None = None
+    source_auth: tuple[str, str] | None = None  # how the mappings authenticate (SRM_SOURCE_AUTH, _SECRET_ARN)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Environment:
@@ -65,12 +68,25 @@ class Environment:
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             mirror_function=env.get("SRM_MIRROR_FUNCTION") or None,
             source_cluster_arn=env.get("SRM_SOURCE_CLUSTER_ARN") or None,
+            source_auth=_source_auth(env.get("SRM_SOURCE_AUTH", ""), env.get("SRM_SOURCE_SECRET_ARN", "")),
         )
 
     def flow(self) -> tuple[str, str]:
         if not self.source or not self.target:
             raise ConfigError("SRM_SOURCE and SRM_TARGET must name the flow's clusters (a stack per flow)")
         return self.source, self.target
+
+
+_MAPPING_AUTH = ("SASL_SCRAM_512_AUTH", "SASL_SCRAM_256_AUTH", "CLIENT_CERTIFICATE_TLS_AUTH")
+
+
+def _source_auth(kind: str, secret_arn: str) -> tuple[str, str] | None:
+    """How the event source mappings authenticate to the source: IAM (or nothing) unless a secret is named."""
+    if kind in ("", "IAM", "NONE"):
+        return None
+    if kind not in _MAPPING_AUTH or not secret_arn:
+        raise ConfigError(f"SRM_SOURCE_AUTH={kind!r} needs one of {', '.join(_MAPPING_AUTH)} and SRM_SOURCE_SECRET_ARN")
+    return kind, secret_arn
 
 
 def secrets_manager_resolver(region: str) -> SecretResolver:
@@ -131,6 +147,7 @@ class App:
                 boto3.client("lambda", region_name=env.region, config=Config(retries={"mode": "standard"})),
                 env.mirror_function,
                 env.source_cluster_arn,
+                env.source_auth,
             )
         self._topic_acls: dict[tuple[str, str], TopicAcls] = {}
         self._lock = threading.Lock()
@@ -221,16 +238,25 @@ class App:
         flow = (source, target)
         settings = config.settings(source, target)
         policy = config.policy(source, target)
-        self.ensure_internal_topic(config, target, policy.checkpoints_topic(source),
-                                   settings.checkpoints_topic_replication_factor)
-        probe_config = consumer_config(config, source, flow, group_id="srm-checkpoint-probe",
-                                       resolver=self.kafka.resolver)
+        self.ensure_internal_topic(
+            config, target, policy.checkpoints_topic(source), settings.checkpoints_topic_replication_factor
+        )
+        probe_config = consumer_config(
+            config, source, flow, group_id="srm-checkpoint-probe", resolver=self.kafka.resolver
+        )
         return CheckpointContext(
-            source=source, target=target, settings=settings, policy=policy,
-            source_admin=self.kafka.admin(config, source, flow), target_admin=self.kafka.admin(config, target, flow),
-            producer=self.kafka.producer(config, target, flow,
-                                         delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="checkpoints"),
-            state=self.state, quiet=quiet_probe(probe_config))
+            source=source,
+            target=target,
+            settings=settings,
+            policy=policy,
+            source_admin=self.kafka.admin(config, source, flow),
+            target_admin=self.kafka.admin(config, target, flow),
+            producer=self.kafka.producer(
+                config, target, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="checkpoints"
+            ),
+            state=self.state,
+            quiet=quiet_probe(probe_config),
+        )
 
     def mirror_target(self) -> MirrorTarget:
         """The mirror's dependencies for this container's flow, with the current (cached) configuration."""
@@ -238,6 +264,8 @@ class App:
         config = self.config()
         config.check_flow(source, target)
         settings = config.settings(source, target)
+        if not settings.enabled:  # retried until topic sync pauses the mappings; nothing is committed meanwhile
+            raise TopicNotReplicatedError(f"{source}->{target} is disabled; its event source mappings are being paused")
         flow = (source, target)
         policy = config.policy(source, target)
         producer = self.kafka.producer(

@@ -173,7 +173,8 @@ def sync_mappings(
     """Observe, decide, apply; then record the mappings in the state table (only what changed is written)."""
     config = port.desired_config(settings)
     observed = port.observe(source, target)
-    wanted = dict.fromkeys(plan.replicated, config)
+    # A disabled flow keeps its mappings, paused: enabling it again resumes each from its committed offsets.
+    wanted = dict.fromkeys(plan.replicated, config) if settings.enabled else {}
     result = MappingSyncResult()
     after: dict[str, ObservedMapping] = {}
     for m in sorted(observed, key=lambda m: (not m.enabled, m.id)):
@@ -257,10 +258,14 @@ class LambdaEventSources:
     group has no committed offsets. The batching window is whole seconds on AWS (below one second: MSK's 500 ms
     default, which Lambda cannot set explicitly)."""
 
-    def __init__(self, client: Any, function_arn: str, cluster_arn: str) -> None:
+    def __init__(
+        self, client: Any, function_arn: str, cluster_arn: str, source_auth: tuple[str, str] | None = None
+    ) -> None:
         self._lambda = client
         self.function_arn = function_arn
         self.cluster_arn = cluster_arn
+        # (SASL_SCRAM_512_AUTH | SASL_SCRAM_256_AUTH | CLIENT_CERTIFICATE_TLS_AUTH, secret ARN); None: IAM or none
+        self.source_auth = source_auth
 
     def desired_config(self, settings: FlowSettings) -> MappingConfig:
         ms = settings.event_source_batching_window_ms
@@ -280,6 +285,13 @@ class LambdaEventSources:
                     continue  # not one of this flow's mappings
                 found.append(self._observed(m, topics[0]))
         return found
+
+    def _access(self) -> dict[str, Any]:
+        """How the mapping authenticates to the source (MSK reads the credentials from Secrets Manager)."""
+        if self.source_auth is None:
+            return {}
+        kind, secret = self.source_auth
+        return {"SourceAccessConfigurations": [{"Type": kind, "URI": secret}]}
 
     def _observed(self, m: Mapping[str, Any], topic: str) -> ObservedMapping:
         state = m.get("State", "")
@@ -305,6 +317,7 @@ class LambdaEventSources:
                 AmazonManagedKafkaEventSourceConfig={"ConsumerGroupId": mapping_group_id(source, target, topic)},
                 Tags={"srm:source": source, "srm:target": target, "srm:topic": topic},
                 **window,
+                **self._access(),
             )
         except ClientError as e:
             if _code(e) in _BUSY_ERRORS:  # another run created it meanwhile: the next run adopts it

@@ -197,6 +197,8 @@ class CheckpointResult:
 def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
     """Translate, emit checkpoints (monotonic), and sync idle target groups when it is time to."""
     result = CheckpointResult()
+    if not ctx.settings.enabled:
+        return result  # a disabled flow emits no checkpoints
     group_filter = ctx.settings.group_filter()
     groups = sorted(
         g.group_id

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -227,10 +228,35 @@ def admin_config(
     return librdkafka_config(config.client(alias, "admin", flow), config, resolver)
 
 
+class _OncePerMinute(logging.Filter):
+    """librdkafka repeats the same complaint (a refused connection) several times a second; one a minute is news."""
+
+    def __init__(self, seconds: float = 60.0) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = re.sub(r"\d+", "#", record.getMessage())
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(key, -self.seconds) < self.seconds:
+                return False
+            self._last[key] = now
+        return True
+
+
+# Where librdkafka's own log lines go (instead of straight to stderr), deduplicated.
+CLIENT_LOG = logging.getLogger("srm.kafka.client")
+CLIENT_LOG.addFilter(_OncePerMinute())
+
+
 def build(kind: type, conf: dict[str, str], config: SrmConfig, alias: str, role: str) -> Any:
-    """Construct a client, turning librdkafka's config complaints into a ConfigError naming the setting."""
+    """Construct a client, turning librdkafka's config complaints into a ConfigError naming the setting; its log
+    lines go to :data:`CLIENT_LOG`."""
     try:
-        return kind(conf)
+        return kind({**conf, "logger": CLIENT_LOG})
     except (KafkaException, ValueError, TypeError) as e:
         message = str(e.args[0] if e.args else e)
         m = re.search(r'property[:\s]+"?([\w.\-]+)"?', message)

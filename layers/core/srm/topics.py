@@ -344,6 +344,11 @@ def sync_topics(ctx: TopicSync, now_ms: int | None = None) -> TopicSyncResult:
     plan = plan_topics(source_topics, source=source, target=target, policy=ctx.policy, settings=settings, refuse=refuse)
     _warn_refused(source, target, plan)
     result = TopicSyncResult(plan)
+    if not settings.enabled:
+        # Disabled (`srm-control flows disable`): pause the mappings, touch nothing else.
+        if ctx.event_sources is not None:
+            result.mappings = sync_mappings(ctx.event_sources, source, target, plan, settings, ctx.state)
+        return result
     errors: dict[str, Exception] = {}  # step → its failure; every step runs, the run fails at the end
     stored = state.topic_mappings(source, target) if state is not None else {}
     records = {

@@ -36,6 +36,7 @@ class Scheduled:
     handler: Callable[[dict[str, Any], Any], Any]
     interval: Callable[[SrmConfig], float | None]
     next_run: float = 0.0
+    running: threading.Thread | None = None
 
 
 def schedule_event(name: str) -> dict[str, Any]:
@@ -68,24 +69,31 @@ def run_worker(app: App, schedule: list[Scheduled], stop: threading.Event, statu
             continue
         for job in schedule:
             interval = job.interval(config)
-            if interval is None or now < job.next_run:
+            if interval is None or now < job.next_run or (job.running is not None and job.running.is_alive()):
                 continue
             job.next_run = now + interval
-            try:
-                job.handler(schedule_event(job.name), LocalContext(f"srm-{source}-{target}-{job.name}"))
-            except Exception as e:
-                log.error(
-                    "%s->%s %s failed (retried next interval): %s",
-                    source,
-                    target,
-                    job.name,
-                    e,
-                    exc_info=log.isEnabledFor(logging.DEBUG),
-                )
+            # Each function on its own thread, one invocation at a time (as a Lambda with reserved concurrency 1):
+            # one blocked on an unreachable cluster holds up neither the others nor a stop.
+            job.running = threading.Thread(target=_invoke, args=(job, source, target), name=job.name, daemon=True)
+            job.running.start()
         if now - last_status >= status_every and app.event_sources is not None:
             last_status = now
             _log_status(source, target, app.event_sources)
         stop.wait(0.2)
+
+
+def _invoke(job: Scheduled, source: str, target: str) -> None:
+    try:
+        job.handler(schedule_event(job.name), LocalContext(f"srm-{source}-{target}-{job.name}"))
+    except Exception as e:
+        log.error(
+            "%s->%s %s failed (retried next interval): %s",
+            source,
+            target,
+            job.name,
+            e,
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )
 
 
 def _log_status(source: str, target: str, event_sources: Any) -> None:
