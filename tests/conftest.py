@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.clusters import Cluster, start_clusters, using_external_clusters
+from tests.support.clusters import Cluster, running_clusters, using_external_clusters
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -22,12 +22,8 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
     """Three clusters shared by the session (tests use unique topic names): ``a``, ``b``, ``c``."""
-    started = start_clusters(tmp_path_factory.mktemp("kafka"), ("a", "b", "c"))
-    try:
-        yield {c.name: c for c in started}
-    finally:
-        for c in started:
-            c.stop()
+    with running_clusters(tmp_path_factory.mktemp("kafka"), ("a", "b", "c")) as started:
+        yield started
 
 
 @pytest.fixture
@@ -36,12 +32,8 @@ def fresh_clusters(tmp_path: Path, clusters: dict[str, Cluster]) -> Iterator[dic
     if using_external_clusters():
         yield clusters
         return
-    started = start_clusters(tmp_path / "kafka", ("a", "b"))
-    try:
-        yield {c.name: c for c in started}
-    finally:
-        for c in started:
-            c.stop()
+    with running_clusters(tmp_path / "kafka", ("a", "b")) as started:
+        yield started
 
 
 @pytest.fixture

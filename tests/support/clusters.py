@@ -4,6 +4,8 @@ or the clusters named by ``SRM_TEST_BOOTSTRAP_A``/``_B``/``_C`` when set (then n
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +42,17 @@ class Cluster:
     def start(self) -> None:
         if self.local is not None:
             self.local.start()
+
+
+@contextmanager
+def running_clusters(base: Path, names: tuple[str, ...]) -> Iterator[dict[str, Cluster]]:
+    """The clusters by name while the block runs; the ones started here are stopped (by PID) afterwards."""
+    started = start_clusters(base, names)
+    try:
+        yield {c.name: c for c in started}
+    finally:
+        for c in started:
+            c.stop()
 
 
 def start_clusters(base: Path, names: tuple[str, ...]) -> list[Cluster]:

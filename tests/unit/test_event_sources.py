@@ -110,6 +110,25 @@ def expect_list(stubber: Stubber, mappings: list[dict[str, Any]]) -> None:
     )
 
 
+def expect_create_orders(stubber: Stubber, **extra: Any) -> None:
+    """The create request of topic ``orders``'s mapping: one topic, TRIM_HORIZON, its group, its tags."""
+    stubber.add_response(
+        "create_event_source_mapping",
+        esm("orders", U1, state="Creating"),
+        {
+            "FunctionName": FUNCTION,
+            "EventSourceArn": CLUSTER,
+            "Topics": ["orders"],
+            "StartingPosition": "TRIM_HORIZON",
+            "Enabled": True,
+            "BatchSize": 100,
+            "AmazonManagedKafkaEventSourceConfig": {"ConsumerGroupId": "srm-mirror.a-b.orders"},
+            "Tags": {"srm:source": "a", "srm:target": "b", "srm:topic": "orders"},
+            **extra,
+        },
+    )
+
+
 def plan(replicated: list[str], source_topics: list[str]) -> TopicPlan:
     return TopicPlan({t: (f"a.{t}", 1) for t in replicated}, frozenset(source_topics))
 
@@ -123,20 +142,7 @@ def test_lambda_create_sends_one_topic_msk_mapping_with_group_tags_and_trim_hori
     # GIVEN a replicated topic with no mapping
     port, stubber = lam
     expect_list(stubber, [])
-    stubber.add_response(
-        "create_event_source_mapping",
-        esm("orders", U1, state="Creating"),
-        {
-            "FunctionName": FUNCTION,
-            "EventSourceArn": CLUSTER,
-            "Topics": ["orders"],
-            "StartingPosition": "TRIM_HORIZON",
-            "Enabled": True,
-            "BatchSize": 100,
-            "AmazonManagedKafkaEventSourceConfig": {"ConsumerGroupId": "srm-mirror.a-b.orders"},
-            "Tags": {"srm:source": "a", "srm:target": "b", "srm:topic": "orders"},
-        },
-    )
+    expect_create_orders(stubber)
     # WHEN the mappings are synced THEN it is created (a sub-second window leaves MSK's 500 ms default)
     result = sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), SETTINGS)
     assert result.summary() == {"create": ["orders"]}
@@ -244,21 +250,7 @@ def test_lambda_create_with_scram_secret_sends_source_access_configuration():
     port = LambdaEventSources(client, FUNCTION, CLUSTER, ("SASL_SCRAM_512_AUTH", secret))
     with Stubber(client) as stubber:
         expect_list(stubber, [])
-        stubber.add_response(
-            "create_event_source_mapping",
-            esm("orders", U1, state="Creating"),
-            {
-                "FunctionName": FUNCTION,
-                "EventSourceArn": CLUSTER,
-                "Topics": ["orders"],
-                "StartingPosition": "TRIM_HORIZON",
-                "Enabled": True,
-                "BatchSize": 100,
-                "AmazonManagedKafkaEventSourceConfig": {"ConsumerGroupId": "srm-mirror.a-b.orders"},
-                "Tags": ANY,
-                "SourceAccessConfigurations": [{"Type": "SASL_SCRAM_512_AUTH", "URI": secret}],
-            },
-        )
+        expect_create_orders(stubber, SourceAccessConfigurations=[{"Type": "SASL_SCRAM_512_AUTH", "URI": secret}])
         # WHEN a mapping is created THEN it carries the credentials MSK reads from Secrets Manager
         assert sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), SETTINGS).summary() == {"create": ["orders"]}
         stubber.assert_no_pending_responses()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -438,14 +438,10 @@ class FlowSettings(BaseModel):
         return frozenset(f.alias or name for name, f in cls.model_fields.items())
 
     def topic_filter(self) -> TopicFilter:
-        return TopicFilter(
-            PatternList.parse(self.topics, "topics"), PatternList.parse(self.topics_exclude, "topics.exclude")
-        )
+        return TopicFilter.of(self.topics, self.topics_exclude)
 
     def group_filter(self) -> GroupFilter:
-        return GroupFilter(
-            PatternList.parse(self.groups, "groups"), PatternList.parse(self.groups_exclude, "groups.exclude")
-        )
+        return GroupFilter.of(self.groups, self.groups_exclude)
 
     def config_exclude(self) -> PatternList:
         return PatternList.parse(self.config_properties_exclude, "config.properties.exclude")
@@ -601,12 +597,17 @@ class SrmConfig:
         found = client_properties(self.properties, alias, "admin").get("bootstrap.servers")
         return found[0] if found and found[0].strip() else None
 
+    def _per_flow(self, name: str, compute: Callable[[str, str], Any], source: str, target: str) -> Any:
+        """Computed once per flow: the configuration never changes (a new one is loaded instead)."""
+        cache: dict[tuple[str, str], Any] = self.__dict__.setdefault(name, {})
+        if (source, target) not in cache:
+            cache[(source, target)] = compute(source, target)
+        return cache[(source, target)]
+
     def settings(self, source: str, target: str) -> FlowSettings:
         """The validated settings of ``source->target``, each from the most specific level that sets it."""
-        cache: dict[tuple[str, str], FlowSettings] = self.__dict__.setdefault("_settings_cache", {})
-        if (source, target) not in cache:
-            cache[(source, target)] = self._settings(source, target)
-        return cache[(source, target)]
+        settings: FlowSettings = self._per_flow("_settings_cache", self._settings, source, target)
+        return settings
 
     def _settings(self, source: str, target: str) -> FlowSettings:
         self.check_flow(source, target)
@@ -639,10 +640,8 @@ class SrmConfig:
             ) from None
 
     def policy(self, source: str, target: str) -> ReplicationPolicy:
-        cache: dict[tuple[str, str], ReplicationPolicy] = self.__dict__.setdefault("_policy_cache", {})
-        if (source, target) not in cache:
-            cache[(source, target)] = self._policy(source, target)
-        return cache[(source, target)]
+        policy: ReplicationPolicy = self._per_flow("_policy_cache", self._policy, source, target)
+        return policy
 
     def _policy(self, source: str, target: str) -> ReplicationPolicy:
         s = self.settings(source, target)

@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_GROUPS_EXCLUDE",
     "DEFAULT_TOPICS",
     "DEFAULT_TOPICS_EXCLUDE",
+    "AllowDeny",
     "FilterError",
     "GroupFilter",
     "PatternList",
@@ -89,35 +90,41 @@ class PatternList:
 
 
 @dataclass(frozen=True)
-class TopicFilter:
+class AllowDeny:
+    """An allow list and a deny list (MM2's ``topics``/``topics.exclude``, ``groups``/``groups.exclude``)."""
+
     include: PatternList
     exclude: PatternList
 
+    KEYS = ("", "")
+    DEFAULTS = ("", "")
+
     @classmethod
-    def of(cls, topics: str | Iterable[str] | None = DEFAULT_TOPICS, exclude: str | Iterable[str] | None = None):
+    def of(cls, include: str | Iterable[str] | None = None, exclude: str | Iterable[str] | None = None):
+        """From list values; None takes MM2's default for that list."""
         return cls(
-            PatternList.parse(topics, "topics"),
-            PatternList.parse(DEFAULT_TOPICS_EXCLUDE if exclude is None else exclude, "topics.exclude"),
+            PatternList.parse(cls.DEFAULTS[0] if include is None else include, cls.KEYS[0]),
+            PatternList.parse(cls.DEFAULTS[1] if exclude is None else exclude, cls.KEYS[1]),
         )
+
+    def allows(self, name: str) -> bool:
+        return self.include.matches(name) and not self.exclude.matches(name)
+
+
+class TopicFilter(AllowDeny):
+    KEYS = ("topics", "topics.exclude")
+    DEFAULTS = (DEFAULT_TOPICS, DEFAULT_TOPICS_EXCLUDE)
 
     def should_replicate_topic(self, topic: str) -> bool:
-        return self.include.matches(topic) and not self.exclude.matches(topic)
+        return self.allows(topic)
 
 
-@dataclass(frozen=True)
-class GroupFilter:
-    include: PatternList
-    exclude: PatternList
-
-    @classmethod
-    def of(cls, groups: str | Iterable[str] | None = DEFAULT_GROUPS, exclude: str | Iterable[str] | None = None):
-        return cls(
-            PatternList.parse(groups, "groups"),
-            PatternList.parse(DEFAULT_GROUPS_EXCLUDE if exclude is None else exclude, "groups.exclude"),
-        )
+class GroupFilter(AllowDeny):
+    KEYS = ("groups", "groups.exclude")
+    DEFAULTS = (DEFAULT_GROUPS, DEFAULT_GROUPS_EXCLUDE)
 
     def should_replicate_group(self, group: str) -> bool:
-        return self.include.matches(group) and not self.exclude.matches(group) and not is_internal_group(group)
+        return self.allows(group) and not is_internal_group(group)
 
 
 def is_internal_group(group: str) -> bool:

@@ -140,35 +140,23 @@ class StateStore:
         """The runs :func:`srm.offsets.translate` needs for one offset: the run starting at or below it and the
         first run after it — two small queries, whatever the length of the history."""
         pk = _runs_pk(source, target, topic, partition)
-        below = self._query(
-            KeyConditionExpression="pk = :pk AND sk <= :sk",
-            ExpressionAttributeValues={":pk": {"S": pk}, ":sk": {"S": _sk(upstream_offset)}},
-            ScanIndexForward=False,
-            Limit=1,
-            single_page=True,
+        return self._runs_where(pk, "<=", upstream_offset, nearest=True) + self._runs_where(
+            pk, ">", upstream_offset, nearest=True
         )
-        after = self._query(
-            KeyConditionExpression="pk = :pk AND sk > :sk",
-            ExpressionAttributeValues={":pk": {"S": pk}, ":sk": {"S": _sk(upstream_offset)}},
-            Limit=1,
-            single_page=True,
-        )
-        return [_run(i) for i in below + after]
 
     def _load_region(self, pk: str, first: int) -> list[Run]:
         """The stored runs a batch starting at ``first`` may touch: the run before it and every run after."""
-        before = self._query(
-            KeyConditionExpression="pk = :pk AND sk < :sk",
-            ExpressionAttributeValues={":pk": {"S": pk}, ":sk": {"S": _sk(first)}},
-            ScanIndexForward=False,
-            Limit=1,
-            single_page=True,
-        )
-        after = self._query(
-            KeyConditionExpression="pk = :pk AND sk >= :sk",
-            ExpressionAttributeValues={":pk": {"S": pk}, ":sk": {"S": _sk(first)}},
-        )
-        return [_run(i) for i in before + after]
+        return self._runs_where(pk, "<", first, nearest=True) + self._runs_where(pk, ">=", first)
+
+    def _runs_where(self, pk: str, op: str, offset: int, *, nearest: bool = False) -> list[Run]:
+        """Runs whose upstream start compares ``op`` to ``offset``; with ``nearest``, only the closest one."""
+        query: dict[str, Any] = {
+            "KeyConditionExpression": f"pk = :pk AND sk {op} :sk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, ":sk": {"S": _sk(offset)}},
+        }
+        if nearest:
+            query.update(Limit=1, ScanIndexForward=not op.startswith("<"))
+        return [_run(i) for i in self._query(single_page=nearest, **query)]
 
     def _write_region(self, pk: str, old: list[Run], new: list[Run]) -> None:
         old_by_key = {r.upstream: r for r in old}
