@@ -21,7 +21,7 @@ test: install lint
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check layers tests functions
+	$(BIN)/ruff check layers tests functions bench
 	$(BIN)/mypy
 
 bench: install

@@ -35,9 +35,9 @@ class Cluster:
             raise RuntimeError("cannot restart an external cluster")
         self.local.restart()
 
-    def stop(self) -> None:
+    def stop(self, graceful: bool = True) -> None:
         if self.local is not None:
-            self.local.stop()
+            self.local.stop(graceful=graceful)
 
     def start(self) -> None:
         if self.local is not None:
@@ -52,7 +52,7 @@ def running_clusters(base: Path, names: tuple[str, ...]) -> Iterator[dict[str, C
         yield {c.name: c for c in started}
     finally:
         for c in started:
-            c.stop()
+            c.stop(graceful=False)  # their data dirs are thrown away
 
 
 def start_clusters(base: Path, names: tuple[str, ...]) -> list[Cluster]:
@@ -71,6 +71,6 @@ def start_clusters(base: Path, names: tuple[str, ...]) -> list[Cluster]:
             started.append(Cluster(name, local.bootstrap, local))
     except Exception:
         for c in started:
-            c.stop()
+            c.stop(graceful=False)
         raise
     return started

@@ -295,3 +295,94 @@ def test_event_builder_size_bounds_the_whole_event(records):
         builder.add(topic, partition, offset, ts, ts_type, key, value, headers, estimate)
 
     assert builder.size >= len(builder.to_bytes())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The per-record fast paths give exactly what the plain ones give
+# ---------------------------------------------------------------------------------------------------------------
+def reference_event(records) -> dict[str, Any]:
+    """The event object as the MSK event format defines it, built the plain way."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition, offset, ts, ts_type, key, value, headers in records:
+        record: dict[str, Any] = {
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "timestamp": ts,
+            "timestampType": ts_type,
+        }
+        if key is not None:
+            record["key"] = b64(key)
+        if value is not None:
+            record["value"] = b64(value)
+        record["headers"] = [
+            {n: None if v is None else [b - 256 if b > 127 else b for b in v]} for n, v in headers or ()
+        ]
+        groups.setdefault(f"{topic}-{partition}", []).append(record)
+    return {
+        "eventSource": "aws:kafka",
+        "eventSourceArn": "arn:aws:kafka:us-east-1:000000000000:cluster/a/local",
+        "bootstrapServers": "127.0.0.1:9092",
+        "records": groups,
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(records_st, min_size=1, max_size=8))
+def test_event_builder_bytes_are_json_dumps_of_the_event_object(records):
+    # GIVEN any records, WHEN the builder writes the payload, THEN it is byte for byte the compact JSON of the event
+    expected = json.dumps(reference_event(records), separators=(",", ":")).encode()
+
+    assert built(records).to_bytes() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=st.lists(records_st, min_size=1, max_size=8))
+def test_event_builder_cost_charges_at_least_each_records_bytes(records):
+    builder = EventBuilder("arn:aws:kafka:us-east-1:000000000000:cluster/a/local", "127.0.0.1:9092", 6 << 20)
+    for topic, partition, offset, ts, ts_type, key, value, headers in records:
+        text = builder.record(topic, partition, offset, ts, ts_type, key, value, headers)
+        builder.append(topic, partition, offset, text, builder.cost(topic, partition, text))
+
+    assert 0 <= builder.size - len(builder.to_bytes()) <= EventBuilder._ENVELOPE + len(records)
+
+
+partition_records = st.lists(
+    st.tuples(
+        st.none() | st.binary(max_size=40),
+        st.none() | st.binary(max_size=40),
+        st.none() | headers_st,
+        st.integers(-1, 2**63 - 1),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=partition_records, signed=st.booleans())
+def test_parse_event_fast_path_equals_the_record_by_record_walk(records, signed):
+    # GIVEN a partition's records with null and empty keys/values, null/binary header values, as signed byte arrays
+    # (Java, Lambda) or unsigned ones
+    group = []
+    for offset, (key, value, headers, ts) in enumerate(records):
+        record: dict[str, Any] = {"topic": "t", "partition": 3, "offset": offset * 2, "timestamp": ts}
+        if key is not None:
+            record["key"] = b64(key)
+        if value is not None:
+            record["value"] = b64(value)
+        record["headers"] = [
+            {n: None if v is None else [b - 256 if signed and b > 127 else b for b in v]} for n, v in headers or ()
+        ]
+        group.append(record)
+
+    # WHEN parsed
+    _, (batch,) = parse_event({"eventSource": "aws:kafka", "records": {"t-3": group}})
+
+    # THEN the result is what the checked walk gives, and the records' bytes
+    from srm.events import _checked_group
+
+    assert batch == _checked_group("t", 3, group)
+    assert batch.keys == [k for k, _, _, _ in records]
+    assert batch.values == [v for _, v, _, _ in records]
+    assert batch.headers == [list(h) if h else None for _, _, h, _ in records]

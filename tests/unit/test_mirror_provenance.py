@@ -32,10 +32,22 @@ class AckingProducer:
         self._pending: list[tuple[Any, Any]] = []
         self._next: dict[tuple[str, int], int] = {}
 
-    def produce(self, topic: str, value: Any, key: Any, *, partition: int, on_delivery: Any, **kw: Any) -> None:
+    def produce(  # confluent_kafka.Producer.produce's signature: the mirror passes its arguments by position
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        on_delivery = callback or on_delivery
         offset = self._next.get((topic, partition), 0)
         self._next[(topic, partition)] = offset + 1
-        self.written.append({"topic": topic, "partition": partition, "key": key, "value": value, **kw})
+        record = {"topic": topic, "partition": partition, "key": key, "value": value}
+        self.written.append({**record, "timestamp": timestamp, "headers": headers})
         msg = type("Msg", (), {"offset": lambda _self, o=offset: o})()
         self._pending.append((on_delivery, msg))
 

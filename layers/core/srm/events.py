@@ -4,15 +4,22 @@ Lambda's Kafka event (``eventSource`` ``aws:kafka`` for MSK, ``SelfManagedKafka`
 ``<topic>-<partition>``; keys and values are base64 and absent when null; header values are arrays of *signed*
 Java bytes (older producers of the format send base64 strings; both are accepted). Headers are a list of
 one-entry objects, so order and duplicate keys survive — Powertools' ``decoded_headers`` dict would lose them.
+
+Both directions are on the per-record path of every batch, so each does its per-record work in C where it can:
+parsing validates and decodes a partition's records field by field (``binascii`` for base64, ``bytes``/``array``
+for header byte arrays) and only on a failure walks the records one by one to say which record is wrong and why;
+building writes each record's JSON text once, when it is added, and joins the texts into the payload.
 """
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice, repeat
+from operator import itemgetter, lt, methodcaller
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import KafkaEvent
@@ -24,10 +31,33 @@ __all__ = [
     "decode_header_value",
     "local_event_source_arn",
     "parse_event",
+    "record_json",
 ]
 
 Header = tuple[str, bytes | None]
 EVENT_SOURCES = ("aws:kafka", "SelfManagedKafka")
+
+
+
+def _binascii_decode(text: Any, _altchars: None = None, _validate: bool = True) -> bytes:
+    return binascii.a2b_base64(text, strict_mode=True)
+
+
+def _binascii_text(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+# base64 on the per-record path: pybase64 (SIMD; several times faster than binascii on kilobyte values, the same
+# alphabet, padding rules and errors) when installed, binascii otherwise. Decoding is called (text, None, True):
+# no altchars, validate — only the standard alphabet with proper padding is accepted.
+_b64decode: Callable[[Any, None, bool], bytes] = _binascii_decode
+_b64_text: Callable[[bytes], str] = _binascii_text
+try:
+    import pybase64
+
+    _b64decode, _b64_text = pybase64.b64decode, pybase64.b64encode_as_string
+except ImportError:  # pragma: no cover - pybase64 is a dependency
+    pass
 
 
 class MalformedEventError(ValueError):
@@ -56,16 +86,28 @@ def decode_header_value(raw: Any) -> bytes | None:
         return None
     if isinstance(raw, list):
         try:
-            return bytes(raw)
+            return bytes(raw)  # unsigned, and the signed arrays of ASCII text
         except ValueError:
-            return bytes(b + 256 if -128 <= b < 0 else b for b in raw)  # Java's signed bytes; others still fail
+            try:
+                return array("b", raw).tobytes()  # Java's signed bytes
+            except OverflowError:  # signed and unsigned mixed; anything else still fails
+                return bytes(b + 256 if -128 <= b < 0 else b for b in raw)
     if isinstance(raw, str):
-        return base64.b64decode(raw, validate=True)
+        return _b64decode(raw, None, True)
     raise TypeError(f"header value of type {type(raw).__name__}")
 
 
 def _b64(raw: Any) -> bytes | None:
-    return None if raw is None else base64.b64decode(raw, validate=True)
+    return None if raw is None else _b64decode(raw, None, True)
+
+
+def _headers(raw: list[Any]) -> list[Header]:
+    """A record's headers, order and duplicates kept; byte arrays of non-negative ints (text) take the short way."""
+    decode = decode_header_value
+    try:
+        return [(name, bytes(v) if v.__class__ is list else decode(v)) for h in raw for name, v in h.items()]
+    except ValueError:  # signed (negative) bytes
+        return [(name, decode(v)) for h in raw for name, v in h.items()]
 
 
 def parse_event(event: Any) -> tuple[KafkaEvent, list[PartitionBatch]]:
@@ -92,13 +134,65 @@ def _parse_group(group_key: str, records: Any) -> PartitionBatch:
     if not isinstance(records, list) or not records:
         raise MalformedEventError(f"records[{group_key!r}] must be a non-empty list")
     topic_part, _, part_text = group_key.rpartition("-")
-    offsets, keys, values, timestamps, headers = [], [], [], [], []
     first: dict[str, Any] = records[0] if isinstance(records[0], dict) else {}
     topic, partition = first.get("topic"), first.get("partition")
     if not isinstance(topic, str) or not isinstance(partition, int):
         raise MalformedEventError(f"records[{group_key!r}][0] has no topic/partition")
     if (topic_part, part_text) != (topic, str(partition)):
         raise MalformedEventError(f"records[{group_key!r}] holds records of {topic}-{partition}")
+    try:
+        batch = _decode_group(topic, partition, records)
+    except Exception:  # whatever broke the fast path, the record-by-record walk names it
+        batch = None
+    return batch if batch is not None else _checked_group(topic, partition, records)
+
+
+_OFFSET, _TIMESTAMP, _TOPIC, _PARTITION = (itemgetter(f) for f in ("offset", "timestamp", "topic", "partition"))
+_KEY, _VALUE, _HEADERS = (methodcaller("get", f) for f in ("key", "value", "headers"))
+
+
+def _decode_group(topic: str, partition: int, records: list[Any]) -> PartitionBatch | None:
+    """The batch, decoded field by field (``map`` over the records, C-level where the field allows); None (or an
+    exception) when anything is off, for :func:`_checked_group` to report."""
+    offsets = list(map(_OFFSET, records))
+    if (
+        set(map(_TOPIC, records)) != {topic}
+        or set(map(_PARTITION, records)) != {partition}
+        or set(map(type, offsets)) != {int}
+        or offsets[0] < 0
+        or not all(map(lt, offsets, islice(offsets, 1, None)))
+    ):
+        return None
+    timestamps = list(map(_TIMESTAMP, records))
+    if set(map(type, timestamps)) != {int}:
+        timestamps = [int(t) for t in timestamps]
+    keys = _decode_all(list(map(_KEY, records)))
+    values = _decode_all(list(map(_VALUE, records)))
+    decode = decode_header_value
+    try:  # byte arrays of non-negative ints (text) by ``bytes``; anything else by decode_header_value
+        headers = [
+            [(name, bytes(v) if v.__class__ is list else decode(v)) for h in raw for name, v in h.items()]
+            if raw
+            else None
+            for raw in map(_HEADERS, records)
+        ]
+    except ValueError:  # Java's signed (negative) bytes somewhere: record by record
+        headers = [_headers(raw) if raw else None for raw in map(_HEADERS, records)]
+    return PartitionBatch(topic, partition, offsets, keys, values, timestamps, headers)
+
+
+def _decode_all(texts: list[Any]) -> list[bytes | None]:
+    """base64 texts decoded by ``map`` (no Python frame per record) unless some are null."""
+    try:
+        return list(map(_b64decode, texts, repeat(None), repeat(True)))
+    except TypeError:  # a null key or value
+        b64decode = _b64decode
+        return [None if t is None else b64decode(t, None, True) for t in texts]
+
+
+def _checked_group(topic: str, partition: int, records: list[Any]) -> PartitionBatch:
+    """Record by record, raising MalformedEventError naming the first bad one."""
+    offsets, keys, values, timestamps, headers = [], [], [], [], []
     previous = -1
     for i, rec in enumerate(records):
         where = f"{topic}-{partition} record {i}"
@@ -136,11 +230,30 @@ def local_event_source_arn(alias: str, region: str = "us-east-1") -> str:
     return f"arn:aws:kafka:{region}:000000000000:cluster/{alias}/local"
 
 
-def _signed(data: bytes) -> list[int]:
-    return [b - 256 if b > 127 else b for b in data]
+_SIGNED = tuple(str(b - 256 if b > 127 else b) for b in range(256))  # a byte as the Java byte JSON holds
+_JSON_STRINGS: dict[str, str] = {}  # topic and header names (a few distinct ones) as JSON strings
 
 
-def _record_json(
+def _json_string(text: str) -> str:
+    found = _JSON_STRINGS.get(text)
+    if found is None:
+        found = json.dumps(text)
+        if len(_JSON_STRINGS) < 10_000:
+            _JSON_STRINGS[text] = found
+    return found
+
+
+def _headers_json(headers: Iterable[Header]) -> str:
+    signed = _SIGNED.__getitem__
+    return ",".join(
+        [
+            f"{{{_json_string(name)}:null}}" if v is None else f"{{{_json_string(name)}:[{','.join(map(signed, v))}]}}"
+            for name, v in headers
+        ]
+    )
+
+
+def record_json(
     topic: str,
     partition: int,
     offset: int,
@@ -149,24 +262,26 @@ def _record_json(
     key: bytes | None,
     value: bytes | None,
     headers: Sequence[Header] | None,
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "topic": topic,
-        "partition": partition,
-        "offset": offset,
-        "timestamp": timestamp,
-        "timestampType": timestamp_type,
-    }
+) -> str:
+    """One record of the event as JSON text: exactly ``json.dumps`` of the record object with ``(",", ":")``
+    separators (key and value base64 and absent when null, header values signed byte arrays)."""
+    text = (
+        f'{{"topic":{_json_string(topic)},"partition":{partition},"offset":{offset},"timestamp":{timestamp},'
+        f'"timestampType":{_json_string(timestamp_type)},'
+    )
     if key is not None:
-        record["key"] = base64.b64encode(key).decode("ascii")
+        text += f'"key":"{_b64_text(key)}",'
     if value is not None:
-        record["value"] = base64.b64encode(value).decode("ascii")
-    record["headers"] = [{name: None if v is None else _signed(v)} for name, v in headers or ()]
-    return record
+        text += f'"value":"{_b64_text(value)}",'
+    return f'{text}"headers":[{_headers_json(headers) if headers else ""}]}}'
 
 
 class EventBuilder:
-    """Accumulates records into one MSK event, keeping under Lambda's invoke payload limit."""
+    """Accumulates records into one MSK event, keeping under Lambda's invoke payload limit.
+
+    ``size`` is an upper bound of the payload: the envelope plus what each record was charged. :meth:`cost` charges
+    a record exactly (its JSON text, a separator and, for a new partition, the partition's group); the older
+    :meth:`estimate` bounds it without building the text."""
 
     _ENVELOPE = 200  # bytes of JSON around the records
 
@@ -174,7 +289,8 @@ class EventBuilder:
         self.source_arn = source_arn
         self.bootstrap_servers = bootstrap_servers
         self.max_bytes = max_bytes
-        self.groups: dict[str, list[dict[str, Any]]] = {}
+        self.groups: dict[str, list[str]] = {}  # "<topic>-<partition>" → the records' JSON texts
+        self._last: dict[str, tuple[str, int, int]] = {}  # "<topic>-<partition>" → (topic, partition, last offset)
         self.count = 0
         self.size = self._ENVELOPE + len(source_arn) + len(bootstrap_servers)
 
@@ -190,8 +306,26 @@ class EventBuilder:
             size += len(json.dumps(name)) + 8 + (5 * len(v) if v is not None else 4)
         return size
 
+    record = staticmethod(record_json)
+
+    def cost(self, topic: str, partition: int, text: str) -> int:
+        """The bytes a record's JSON text adds to the payload."""
+        group = f"{topic}-{partition}"
+        return len(text) + 1 + (0 if group in self.groups else len(_json_string(group)) + 4)
+
     def fits(self, estimate: int) -> bool:
         return self.size + estimate <= self.max_bytes
+
+    def append(self, topic: str, partition: int, offset: int, text: str, cost: int) -> None:
+        """Add a record's JSON text (see :meth:`record`), charged ``cost`` bytes."""
+        group = f"{topic}-{partition}"
+        texts = self.groups.get(group)
+        if texts is None:
+            texts = self.groups[group] = []
+        texts.append(text)
+        self._last[group] = (topic, partition, offset)
+        self.count += 1
+        self.size += cost
 
     def add(
         self,
@@ -205,23 +339,17 @@ class EventBuilder:
         headers: Sequence[Header] | None,
         estimate: int,
     ) -> None:
-        self.groups.setdefault(f"{topic}-{partition}", []).append(
-            _record_json(topic, partition, offset, timestamp, timestamp_type, key, value, headers)
-        )
-        self.count += 1
-        self.size += estimate
+        text = record_json(topic, partition, offset, timestamp, timestamp_type, key, value, headers)
+        self.append(topic, partition, offset, text, estimate)
 
     def to_bytes(self) -> bytes:
-        event = {
-            "eventSource": "aws:kafka",
-            "eventSourceArn": self.source_arn,
-            "bootstrapServers": self.bootstrap_servers,
-            "records": self.groups,
-        }
-        return json.dumps(event, separators=(",", ":")).encode("utf-8")
+        """The payload: the same bytes as ``json.dumps`` of the event object with ``(",", ":")`` separators."""
+        records = ",".join(f"{_json_string(group)}:[{','.join(texts)}]" for group, texts in self.groups.items())
+        return (
+            f'{{"eventSource":"aws:kafka","eventSourceArn":{_json_string(self.source_arn)},'
+            f'"bootstrapServers":{_json_string(self.bootstrap_servers)},"records":{{{records}}}}}'
+        ).encode()
 
     def last_offsets(self) -> Iterator[tuple[str, int, int]]:
         """``(topic, partition, last offset)`` of every partition in the event."""
-        for records in self.groups.values():
-            last = records[-1]
-            yield last["topic"], last["partition"], last["offset"]
+        yield from self._last.values()

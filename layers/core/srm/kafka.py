@@ -212,7 +212,14 @@ def consumer_config(
 ) -> dict[str, str]:
     """A consumer that commits only what it is told to and skips aborted transactions."""
     base = librdkafka_config(config.client(alias, "consumer", flow), config, resolver)
-    defaults = {"auto.offset.reset": "earliest", "isolation.level": "read_committed", "fetch.max.bytes": "52428800"}
+    defaults = {
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "fetch.max.bytes": "52428800",
+        # Kafka keeps a fetch response under fetch.max.bytes; some brokers (noida-db, far behind the log end) send
+        # far more, which librdkafka refuses and fetches again forever. Accepting it costs nothing with Kafka.
+        "receive.message.max.bytes": "1000000000",
+    }
     conf = _with(base, defaults, {"enable.auto.commit": "false"}, f"{alias} consumer")
     conf["group.id"] = group_id
     conf.setdefault("enable.auto.offset.store", "false")

@@ -5,6 +5,7 @@ Failing (raising) is how a batch gets retried: the event source commits nothing 
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Any
 
@@ -14,6 +15,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from srm.app import App
 from srm.events import MalformedEventError
 from srm.mirror import DeliveryError, replicate_batch
+
+# Before each call the Lambda runtime turns the event (up to 6 MB of JSON, some 10^5 objects) into Python objects,
+# inside the billed duration; with the default thresholds the garbage collector walks every object of the container
+# several times per event, which doubles that decoding. The imports are done: leave their objects out of the walks
+# and collect the young generation every 50,000 allocations instead of 700 (measured in `make bench`).
+gc.freeze()
+gc.set_threshold(50_000, 20, 10)
 
 logger = Logger(service="srm-mirror")
 metrics = Metrics(namespace="ServerlessSRM", service="mirror")

@@ -3,6 +3,7 @@ free loopback port, with its own data dir, stopped by PID."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -28,6 +29,25 @@ def noida_binary() -> str:
     if not found:
         raise ClusterError("noida-db is not installed: pip install 'serverless-srm[local]' (or run make install)")
     return found
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of the group still runs (zombies waiting to be reaped do not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":  # fields after "(comm)": state, ppid, pgrp, …
+            return True
+    return False
 
 
 @dataclass
@@ -83,16 +103,25 @@ class LocalCluster:
                 time.sleep(0.1)
         raise ClusterError(f"kafka {self.alias} did not answer on {self.bootstrap} within {timeout:.0f}s")
 
-    def stop(self, timeout: float = 15.0) -> None:
+    def stop(self, timeout: float = 15.0, graceful: bool = True) -> None:
+        """SIGTERM to the process group (SIGKILL at once when not ``graceful``: for a data dir about to be thrown
+        away), SIGKILL after ``timeout``; returns when every process of it is gone (the launcher exits at once, the
+        broker itself may take a while to shut down)."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
+        group = process.pid  # started with start_new_session: the group of the launcher and the broker
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM if graceful else signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while _group_alive(group):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
+                deadline = time.monotonic() + timeout
+            time.sleep(0.05)
+            with contextlib.suppress(ChildProcessError):
+                process.poll()  # reap the launcher
 
     def restart(self) -> None:
         """Stop and start on the same port and data dir (what a broker restart is)."""

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from srm.events import EventBuilder
+from srm.events import EventBuilder, record_json
 
 __all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats"]
 
@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], Any]
 _TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
+_IDLE_PROBE_S = 0.05
+_IDLE_CHECK_S = 0.1
+_WATERMARK_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,24 @@ class LocalContext:
         return 900_000
 
 
+def _caught_up(consumer: Consumer, assignment: list[TopicPartition], *, fresh: bool) -> bool:
+    """Whether every assigned partition is read to its end: as the last fetch responses tell, or (``fresh``) as
+    the broker answers now. Unknown counts as not caught up."""
+    try:
+        for tp in consumer.position(assignment):
+            if tp.offset < 0:
+                return False
+            if fresh:
+                _low, high = consumer.get_watermark_offsets(tp, timeout=_WATERMARK_TIMEOUT_S)
+            else:
+                _low, high = consumer.get_watermark_offsets(tp, cached=True)
+            if high < 0 or tp.offset < high:
+                return False
+    except KafkaException:
+        return False
+    return True
+
+
 class OversizedRecordError(RuntimeError):
     pass
 
@@ -92,6 +113,7 @@ class EmulatedMapping:
         self._bootstrap = bootstrap_servers
         self._stop_event = threading.Event()
         self._revoked = False
+        self._resting = False  # partitions paused while the topic is idle
         self.stats = MappingStats()
 
     def start(self) -> None:
@@ -110,6 +132,11 @@ class EmulatedMapping:
     def stopping(self) -> bool:
         return self._stop_event.is_set()
 
+    @property
+    def resting(self) -> bool:
+        """Whether the topic is read to its end and the mapping waits for it to grow (partitions paused)."""
+        return self._resting
+
     # -- the poller ----------------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self.stopping:
@@ -123,9 +150,13 @@ class EmulatedMapping:
     def _poll_loop(self) -> None:
         consumer = Consumer(self._consumer_config)
         buffer: deque[Message] = deque()
+        self._resting = False
 
-        def on_revoke(_consumer: Consumer, _partitions: list[TopicPartition]) -> None:
+        def on_revoke(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
+            if self._resting:
+                consumer.resume(partitions)
+                self._resting = False
 
         consumer.subscribe([self.topic], on_revoke=on_revoke)
         try:
@@ -152,7 +183,7 @@ class EmulatedMapping:
         while builder.count < s.batch_size and not self.stopping:
             if not buffer:
                 if first_at is None:
-                    fetched = [m] if (m := consumer.poll(0.25)) is not None else []  # wait for a first record
+                    fetched = self._wait_for_first(consumer)
                 else:
                     remaining = window - (time.monotonic() - first_at)
                     # Wait out the window for the rest of the batch (no wait once it has passed).
@@ -173,30 +204,56 @@ class EmulatedMapping:
                     continue
             msg = buffer[0]
             topic, partition, offset = cast(str, msg.topic()), cast(int, msg.partition()), cast(int, msg.offset())
-            key, value = cast("bytes | None", msg.key()), cast("bytes | None", msg.value())
-            headers = cast("list[tuple[str, bytes | None]] | None", msg.headers())
-            estimate = EventBuilder.estimate(key, value, headers, topic=topic)
-            if not builder.fits(estimate):
-                if builder.count:
-                    break
-                self._stuck_on_oversized(msg, estimate)
-                return None
             ts_type, ts = msg.timestamp()
-            builder.add(
+            text = record_json(
                 topic,
                 partition,
                 offset,
                 ts,
                 _TIMESTAMP_TYPES.get(ts_type, "CREATE_TIME"),
-                key,
-                value,
-                headers,
-                estimate,
+                cast("bytes | None", msg.key()),
+                cast("bytes | None", msg.value()),
+                cast("list[tuple[str, bytes | None]] | None", msg.headers()),
             )
+            cost = builder.cost(topic, partition, text)
+            if not builder.fits(cost):
+                if builder.count:
+                    break
+                self._stuck_on_oversized(msg, cost)
+                return None
+            builder.append(topic, partition, offset, text, cost)
             buffer.popleft()
             if first_at is None:
                 first_at = time.monotonic()
         return builder
+
+    def _wait_for_first(self, consumer: Consumer) -> list[Message]:
+        """A short poll; once every partition is read to its end, the partitions rest (paused) and only their log
+        ends are looked up, every ``_IDLE_CHECK_S``, until one has grown.
+
+        Fetching at the log end is not free on every broker: one that answers a fetch at once instead of holding it
+        (``fetch.wait.max.ms``) has the consumer fetch in a tight loop — on the embedded test Kafka about a core,
+        client and broker together, per idle mapping. A resting mapping costs ~1 % of that and adds at most
+        ``_IDLE_CHECK_S`` to the latency of the first record after a quiet spell (Lambda's poller backs off on an
+        idle topic too)."""
+        if (msg := consumer.poll(_IDLE_PROBE_S)) is not None:
+            return [msg]
+        assignment = consumer.assignment()  # rebalance callbacks only run inside poll, so this set holds here
+        if not assignment:
+            return []
+        if not self._resting:
+            if _caught_up(consumer, assignment, fresh=False):  # pausing drops fetched records: only when there are none
+                consumer.pause(assignment)
+                self._resting = True
+            return []
+        self._stop_event.wait(_IDLE_CHECK_S)
+        if not _caught_up(consumer, assignment, fresh=True):
+            consumer.resume(assignment)
+            self._resting = False
+            # librdkafka's fetcher notices a resume only on its next one-second tick; any request to the broker,
+            # such as this look-up, wakes it at once.
+            _caught_up(consumer, assignment[:1], fresh=True)
+        return []
 
     def _stuck_on_oversized(self, msg: Message, estimate: int) -> None:
         """A record too big for one invocation is never skipped: report it and hold the partition."""

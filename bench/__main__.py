@@ -1,0 +1,305 @@
+"""``python -m bench`` (``make bench``): start two local clusters, measure every path on the same data, print the
+table, write ``bench/results.json``; the clusters and ``srm run`` are stopped by PID whatever happens (Ctrl-C too)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.endtoend import Scenario, run_scenario
+from bench.handler import build_events, run_handler
+from bench.limit import run_limit
+from bench.measure import PathResult
+from bench.report import compare, table, write_json
+from bench.workload import Workload, create_topics, end_offsets, produce_backlog, wait_for_offsets
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+PARTITIONS = 6
+LAMBDA_MEMORY_MB = 1769  # one full vCPU
+# US East (N. Virginia), first tier; see the README's "Performance and cost" for the sources.
+LAMBDA_GB_S_USD = {"x86_64": 0.0000166667, "arm64": 0.0000133334}
+LAMBDA_REQUEST_USD = 0.20 / 1e6
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="make bench", description=__doc__)
+    parser.add_argument("--small", type=int, default=1_000_000, help="records of 200 B (default 1,000,000)")
+    parser.add_argument("--large", type=int, default=100_000, help="records of 2 KB (default 100,000)")
+    parser.add_argument("--live-seconds", type=float, default=20.0, help="length of the 10k records/s live stream")
+    parser.add_argument("--window-ms", type=int, default=500, help="batching window of the end-to-end runs")
+    parser.add_argument("--only", choices=["limit", "handler", "e2e"], action="append", help="run only these paths")
+    parser.add_argument("--no-default-batch", action="store_true", help="skip the BatchSize 100 end-to-end run")
+    parser.add_argument("--output", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
+    parser.add_argument("--keep", action="store_true", help="keep the clusters' data directory")
+    return parser.parse_args()
+
+
+def _terminate(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout
+        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=HERE).stdout
+        return head.strip() + ("+changes" if dirty.strip() else "")
+    except OSError:
+        return "?"
+
+
+def _machine() -> dict[str, Any]:
+    import confluent_kafka
+
+    from srm.local.clusters import noida_binary
+
+    try:
+        noida = subprocess.run([noida_binary(), "--version"], capture_output=True, text=True, timeout=10)
+        noida_version = (noida.stdout or noida.stderr).strip().splitlines()[-1]
+    except Exception:
+        noida_version = "?"
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "kafka": f"noida-db {noida_version}",
+    }
+
+
+def _flow_properties(source: str, target: str, bootstraps: tuple[str, str]) -> dict[str, str]:
+    return {
+        "clusters": f"{source}, {target}",
+        f"{source}.bootstrap.servers": bootstraps[0],
+        f"{target}.bootstrap.servers": bootstraps[1],
+        f"{source}->{target}.enabled": "true",
+        f"{source}->{target}.topics": "bench\\..*",
+        "replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+    }
+
+
+def _client_configs(bootstraps: tuple[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The mirror's producer settings (to the target) and the event source's consumer settings (on the source)."""
+    from srm.config import Properties, SrmConfig
+    from srm.kafka import consumer_config, producer_config
+
+    config = SrmConfig.from_properties(Properties.of(_flow_properties("src", "dst", bootstraps)))
+    settings = config.settings("src", "dst")
+    producer = producer_config(config, "dst", ("src", "dst"), delivery_timeout_ms=settings.mirror_delivery_timeout_ms)
+    consumer = consumer_config(config, "src", ("src", "dst"), group_id="srm-bench")
+    return producer, consumer
+
+
+def _check_replicated(bootstraps: tuple[str, str], workload: Workload, remote: str) -> None:
+    want = end_offsets(bootstraps[0], workload.topic, workload.partitions)
+    _, done = wait_for_offsets(bootstraps[1], {remote: want}, timeout=60)
+    if done is None:
+        have = end_offsets(bootstraps[1], remote, workload.partitions)
+        raise RuntimeError(f"{remote} holds {have} records per partition, {workload.topic} {want}")
+
+
+def _cost(handler: dict[str, Any], events_per_gb: float) -> dict[str, Any]:
+    """Lambda cost of replicating 1 GB (keys + values) at the measured speed, on a 1-vCPU (1769 MB) function."""
+    seconds_per_gb = 1e3 / handler["mb_per_core_s"]
+    gb_seconds = seconds_per_gb * LAMBDA_MEMORY_MB / 1024
+    return {
+        "memory_mb": LAMBDA_MEMORY_MB,
+        "seconds_per_gb": round(seconds_per_gb, 1),
+        "gb_seconds_per_gb": round(gb_seconds, 1),
+        "invocations_per_gb": round(events_per_gb, 1),
+        **{
+            f"usd_per_gb_{arch}": round(gb_seconds * price + events_per_gb * LAMBDA_REQUEST_USD, 5)
+            for arch, price in LAMBDA_GB_S_USD.items()
+        },
+    }
+
+
+def main() -> int:
+    args = _args()
+    signal.signal(signal.SIGTERM, _terminate)
+    only = set(args.only or ["limit", "handler", "e2e"])
+    from srm.local.clusters import LocalCluster
+
+    workloads = {
+        "small": Workload("small", "bench.small", args.small, 200, PARTITIONS),
+        "large": Workload("large", "bench.large", args.large, 2048, PARTITIONS),
+    }
+    workloads = {k: w for k, w in workloads.items() if w.records > 0}
+    live = Workload("live", "bench.live", int(10_000 * args.live_seconds), 200, PARTITIONS)
+    workdir = Path(tempfile.mkdtemp(prefix="srm-bench-"))
+    clusters = [LocalCluster(alias, workdir / alias / "data") for alias in ("source", "target")]
+    results: dict[str, Any] = {
+        "when": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": _commit(),
+        "machine": _machine(),
+        "workloads": {
+            k: {"label": w.label(), "records": w.records, "value_bytes": w.value_bytes, "partitions": w.partitions}
+            for k, w in workloads.items()
+        },
+        "labels": {},
+        "paths": {},
+        "live": {},
+        "facts": {},
+    }
+    paths, labels, facts = results["paths"], results["labels"], results["facts"]
+    try:
+        print(f"starting two local clusters in {workdir} …", flush=True)
+        for cluster in clusters:
+            cluster.start()
+        bootstraps = (clusters[0].bootstrap, clusters[1].bootstrap)
+        create_topics(bootstraps[0], {w.topic: w.partitions for w in [*workloads.values(), live]})
+        for w in workloads.values():
+            seconds = produce_backlog(bootstraps[0], w)
+            print(f"produced {w.label()} on {w.topic} in {seconds:.1f}s", flush=True)
+        producer_conf, consumer_conf = _client_configs(bootstraps)
+        facts["producer_config"] = {k: v for k, v in producer_conf.items() if k != "bootstrap.servers"}
+        facts["consumer_config"] = {
+            k: v for k, v in consumer_conf.items() if k not in ("bootstrap.servers", "group.id")
+        }
+
+        if "limit" in only:
+            create_topics(bootstraps[1], {f"limit.{w.topic}": w.partitions for w in workloads.values()})
+            labels["limit"] = "limit: consume→produce copy loop"
+            paths["limit"] = {}
+            for name, w in workloads.items():
+                result = run_limit(bootstraps[0], w, f"limit.{w.topic}", producer_conf, consumer_conf)
+                _check_replicated(bootstraps, w, f"limit.{w.topic}")
+                paths["limit"][name] = result.as_json()
+                print(f"limit {name}: {result.records_per_s:,.0f} records/s", flush=True)
+
+        if "handler" in only:
+            labels["handler"] = "handler alone (pre-built 6 MB events)"
+            labels["handler_with_decode"] = "handler + Lambda's JSON decode of the event"
+            from srm.events import local_event_source_arn
+
+            batches = {
+                name: build_events(bootstraps[0], w, consumer_conf, local_event_source_arn("hsrc"))
+                for name, w in workloads.items()
+            }
+            measured = run_handler(_flow_properties("hsrc", "hdst", bootstraps), "hsrc", "hdst", batches)
+            paths["handler"], paths["handler_with_decode"], results["cost"] = {}, {}, {}
+            for name, result in measured.items():
+                w = workloads[name]
+                _check_replicated(bootstraps, w, f"hsrc.{w.topic}")
+                result.bytes = result.records * w.record_bytes
+                paths["handler"][name] = result.as_json()
+                decoded = PathResult(
+                    result.records,
+                    result.bytes,
+                    result.wall_s + result.extra["json_decode_wall_s"],
+                    result.cpu_s + result.extra["json_decode_cpu_s"],
+                )
+                paths["handler_with_decode"][name] = decoded.as_json()
+                events_per_gb = 1e9 / (w.record_bytes * result.extra["records_per_event"])
+                results["cost"][name] = _cost(paths["handler_with_decode"][name], events_per_gb)
+                print(f"handler {name}: {result.records_per_s:,.0f} records/s "
+                      f"({decoded.records_per_s:,.0f} with the JSON decode)", flush=True)
+            del batches
+            facts["handler_state"] = "moto in-process (mock_aws): one state write per batch per partition"
+
+        if "e2e" in only:
+            scenarios = []
+            for name, w in workloads.items():
+                scenarios.append((
+                    "e2e",
+                    f"end to end: srm run, BatchSize 10,000, window {args.window_ms} ms",
+                    name,
+                    Scenario(f"e2e-{name}", f"e{name[0]}src", f"e{name[0]}dst", 10_000, args.window_ms, (w,),
+                             live=live if name == "small" else None, live_seconds=args.live_seconds),
+                ))
+            if not args.no_default_batch and "small" in workloads:
+                scenarios.append((
+                    "e2e_default_batch",
+                    "end to end: srm run, BatchSize 100, window 500 ms (Lambda's defaults)",
+                    "small",
+                    Scenario("e2e-default", "dsrc", "ddst", 100, 500, (workloads["small"],), time_box_s=20.0),
+                ))
+            for key, label, name, scenario in scenarios:
+                labels[key] = label
+                print(f"{label}: {name} …", flush=True)
+                backlog, live_result, run_facts = run_scenario(scenario, bootstraps, workdir / scenario.name)
+                paths.setdefault(key, {})[name] = backlog.as_json()
+                facts[scenario.name] = run_facts | {
+                    "batch_size": scenario.batch_size, "batching_window_ms": scenario.batching_window_ms
+                }
+                print(f"  {backlog.records_per_s:,.0f} records/s", flush=True)
+                if live_result is not None:
+                    results["live"][key] = live_result.as_json()
+                    print(f"  live: {results['live'][key]}", flush=True)
+    except KeyboardInterrupt:
+        print("\nbench interrupted: stopping the clusters", file=sys.stderr)
+        return 130
+    finally:
+        for cluster in clusters:
+            cluster.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    previous = None
+    if args.output.exists():
+        try:
+            previous = json.loads(args.output.read_text())
+        except ValueError:
+            previous = None
+    print()
+    print(_summary(results))
+    print()
+    print(compare(results, previous))
+    write_json(args.output, results)
+    print(f"\nwritten to {args.output}")
+    return 0
+
+
+def _summary(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        f"serverless-srm bench — {results['when']}, commit {results['commit']}",
+        f"{m['cpus']} cores, Python {m['python']}, confluent-kafka {m['confluent_kafka']} "
+        f"(librdkafka {m['librdkafka']}), {m['kafka']}; {PARTITIONS} partitions, key + 3 headers per record; "
+        "MB = keys + values",
+        "",
+        table(results),
+        "",
+        "rec/core-s: records per second of one core — CPU time of the process (every thread) or wall time, whichever "
+        "is longer; on a 1769 MB (1 vCPU) Lambda function that is the billed speed.",
+    ]
+    if "handler" in results["paths"]:
+        lines.append(f"handler state writes: {results['facts'].get('handler_state')} — real DynamoDB latency differs.")
+    for key, live in results["live"].items():
+        lines.append(
+            f"live stream ({results['labels'][key]}): {live['rate']:,} records/s for {live['seconds']:.0f}s: "
+            f"replication latency p50 {live['p50_ms']:,.0f} ms, p99 {live['p99_ms']:,.0f} ms, max {live['max_ms']:,.0f}"
+            f" ms ({live['received']:,} of {live['records']:,} received)"
+        )
+    for name, facts in results["facts"].items():
+        if isinstance(facts, dict) and "peak_rss_mb" in facts:
+            lines.append(
+                f"{name}: peak RSS {facts['peak_rss_mb']} MB; batches retried {facts['retried_batches']}, "
+                f"tracebacks {facts['tracebacks']}"
+            )
+    for name, cost in results.get("cost", {}).items():
+        lines.append(
+            f"Lambda cost, {name} records at the handler's measured speed on {cost['memory_mb']} MB: "
+            f"{cost['gb_seconds_per_gb']:,.1f} GB-s per GB → ${cost['usd_per_gb_arm64']:.4f}/GB arm64, "
+            f"${cost['usd_per_gb_x86_64']:.4f}/GB x86 ({cost['invocations_per_gb']:,.0f} invocations/GB included)"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    status = main()
+    print(f"bench took {time.monotonic() - started:.0f}s")
+    sys.exit(status)

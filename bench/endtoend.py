@@ -1,0 +1,267 @@
+"""End to end: ``srm run`` (supervisor, moto's DynamoDB server, one worker per flow, emulated event source mappings)
+replicating a backlog, then a steady live stream whose replication latency is measured record by record (target
+arrival − record timestamp)."""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.measure import PathResult, peak_rss_mb, process_cpu_seconds
+from bench.workload import OffsetWatch, Workload, end_offsets, record_stream
+
+__all__ = ["LiveResult", "Scenario", "SrmRun", "run_scenario"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One ``srm run`` with its own cluster aliases (so its remote topics and consumer groups are its own)."""
+
+    name: str
+    source: str
+    target: str
+    batch_size: int
+    batching_window_ms: int
+    backlog: tuple[Workload, ...]
+    label: str = ""
+    live: Workload | None = None  # a topic replicated by the same flow, for the live stream
+    live_rate: int = 10_000  # records/s
+    live_seconds: float = 20.0
+    time_box_s: float | None = None  # stop measuring the backlog after this long (a slow configuration)
+
+
+@dataclass
+class LiveResult:
+    rate: int
+    seconds: float
+    records: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        ordered = sorted(self.latencies_ms)
+
+        def pct(p: float) -> float:
+            return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1) if ordered else -1
+
+        return {
+            "rate": self.rate,
+            "seconds": self.seconds,
+            "records": self.records,
+            "received": len(ordered),
+            "p50_ms": round(statistics.median(ordered), 1) if ordered else -1,
+            "p99_ms": pct(0.99),
+            "max_ms": round(ordered[-1], 1) if ordered else -1,
+        }
+
+
+class SrmRun:
+    """``srm run --config FILE`` as a user starts it; stopped with SIGINT (killed if it does not stop)."""
+
+    def __init__(self, config: Path, workdir: Path) -> None:
+        self.log = workdir / "srm-run.log"
+        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config)],
+            cwd=workdir,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C on the bench reaches it through stop(), in order
+        )
+
+    def pids(self) -> list[int]:
+        """The supervisor and its live children (the workers)."""
+        found = [self.process.pid]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if len(fields) > 1 and int(fields[1]) == self.process.pid:
+                found.append(int(stat.parent.name))
+        return found
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self._log_file.close()
+
+
+def _config(scenario: Scenario, bootstraps: tuple[str, str], topics: list[str]) -> dict[str, Any]:
+    return {
+        "clusters": {
+            scenario.source: {"bootstrap.servers": bootstraps[0]},
+            scenario.target: {"bootstrap.servers": bootstraps[1]},
+        },
+        "flows": {
+            f"{scenario.source}->{scenario.target}": {
+                "enabled": True,
+                "topics": ", ".join(t.replace(".", "\\.") for t in topics),
+            }
+        },
+        "replication.factor": 1,
+        "offset-syncs.topic.replication.factor": 1,
+        "heartbeats.topic.replication.factor": 1,
+        "checkpoints.topic.replication.factor": 1,
+        "event.source.batch.size": scenario.batch_size,
+        "event.source.batching.window.ms": scenario.batching_window_ms,
+    }
+
+
+class _Progress:
+    """Samples the remote topics' end offsets until they reach the source's (or a deadline)."""
+
+    def __init__(self, bootstrap: str, targets: dict[str, list[int]]) -> None:
+        self.bootstrap = bootstrap
+        self.targets = targets
+        self.wanted = sum(sum(v) for v in targets.values())
+        self.watch = OffsetWatch(bootstrap)
+
+    def total(self) -> int:
+        return sum(sum(self.watch.get(t, len(w))) for t, w in self.targets.items())
+
+    def run(
+        self, timeout: float, time_box: float | None, on_first: Callable[[], None]
+    ) -> tuple[float, int, float, int, bool]:
+        """(first arrival time, records then, last sample time, records then, complete)."""
+        deadline = time.monotonic() + timeout
+        first: tuple[float, int] | None = None
+        try:
+            while True:
+                total, now = self.total(), time.monotonic()
+                if first is None and total:
+                    first = (now, total)
+                    on_first()
+                    if time_box is not None:
+                        deadline = min(deadline, now + time_box)
+                if total >= self.wanted or now >= deadline:
+                    start = first or (now, total)
+                    return start[0], start[1], now, total, total >= self.wanted
+                time.sleep(0.05)
+        finally:
+            self.watch.close()
+
+
+def _live_stream(scenario: Scenario, source: str, target: str, remote: str) -> LiveResult:
+    workload = scenario.live
+    assert workload is not None
+    result = LiveResult(scenario.live_rate, scenario.live_seconds)
+    count = int(scenario.live_rate * scenario.live_seconds)
+    records = list(record_stream(workload, count=count, seed=11))
+    probe = Consumer(
+        {
+            "bootstrap.servers": target,
+            "group.id": "srm-bench-latency",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    probe.assign([TopicPartition(remote, p, 0) for p in range(workload.partitions)])
+    done = threading.Event()
+
+    def receive() -> None:
+        samples = result.latencies_ms
+        while not done.is_set() or len(samples) < count:
+            first = probe.poll(0.05)
+            if first is None:
+                if done.is_set() and time.monotonic() > receive_deadline:
+                    return
+                continue
+            now = time.time() * 1000
+            batch = [first, *probe.consume(10_000, 0)]
+            samples.extend(now - m.timestamp()[1] for m in batch if m.error() is None)
+
+    receive_deadline = float("inf")
+    receiver = threading.Thread(target=receive, name="latency-probe", daemon=True)
+    receiver.start()
+    producer = Producer({"bootstrap.servers": source, "linger.ms": 1, "enable.idempotence": True})
+    tick = 0.01
+    per_tick = max(1, int(scenario.live_rate * tick))
+    next_tick = time.monotonic()
+    for i in range(0, count, per_tick):
+        for partition, key, value, headers in records[i : i + per_tick]:
+            producer.produce(workload.topic, value, key, partition=partition, headers=headers)
+        producer.poll(0)
+        next_tick += tick
+        pause = next_tick - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    producer.flush(30)
+    result.records = count
+    receive_deadline = time.monotonic() + 60
+    done.set()
+    receiver.join(65)
+    probe.close()
+    return result
+
+
+def run_scenario(
+    scenario: Scenario, bootstraps: tuple[str, str], workdir: Path
+) -> tuple[PathResult, LiveResult | None, dict[str, Any]]:
+    """Backlog throughput (records/s after the first batch landed), the live stream's latency, and facts of the run
+    (peak RSS, CPU seconds, retried batches)."""
+    source, target = bootstraps
+    workdir.mkdir(parents=True, exist_ok=True)
+    topics = [w.topic for w in scenario.backlog] + ([scenario.live.topic] if scenario.live else [])
+    config = workdir / "srm.yaml"
+    config.write_text(yaml.safe_dump(_config(scenario, bootstraps, topics), sort_keys=False))
+    targets = {f"{scenario.source}.{w.topic}": end_offsets(source, w.topic, w.partitions) for w in scenario.backlog}
+    run = SrmRun(config, workdir)
+    facts: dict[str, Any] = {}
+    live: LiveResult | None = None
+    try:
+        started = time.monotonic()
+        progress = _Progress(target, targets)
+        cpu_before: dict[int, float] = {}
+
+        def sample_cpu() -> None:
+            cpu_before.update({pid: process_cpu_seconds(pid) for pid in run.pids()})
+
+        first, at_first, last, at_last, complete = progress.run(900, scenario.time_box_s, sample_cpu)
+        cpu_after = {pid: process_cpu_seconds(pid) for pid in run.pids()}
+        if run.process.poll() is not None:
+            raise RuntimeError(f"srm run exited with {run.process.returncode}:\n{run.output()[-3000:]}")
+        per_record = sum(w.record_bytes * w.records for w in scenario.backlog) / max(1, progress.wanted)
+        backlog = PathResult(
+            records=at_last - at_first,
+            bytes=int((at_last - at_first) * per_record),
+            wall_s=last - first,
+            cpu_s=sum(cpu_after.get(p, 0.0) - cpu_before.get(p, 0.0) for p in cpu_after),
+            extra={
+                "complete": complete,
+                "replicated": at_last,
+                "of": progress.wanted,
+                "seconds_including_start": round(last - started, 2),
+            },
+        )
+        if scenario.live is not None:
+            live = _live_stream(scenario, source, target, f"{scenario.source}.{scenario.live.topic}")
+        pids = run.pids()
+        facts["peak_rss_mb"] = {"supervisor": round(peak_rss_mb(pids[0]), 1)} | {
+            f"worker-{pid}": round(peak_rss_mb(pid), 1) for pid in pids[1:]
+        }
+    finally:
+        run.stop()
+    output = run.output()
+    facts["retried_batches"] = output.count("batch failed, retrying")
+    facts["tracebacks"] = output.count("Traceback")
+    return backlog, live, facts

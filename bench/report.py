@@ -1,0 +1,73 @@
+"""The table ``make bench`` prints, and its JSON twin (``bench/results.json``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["compare", "table", "write_json"]
+
+
+def _fmt(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def table(results: dict[str, Any]) -> str:
+    """Rows: the paths; per workload: records/s, MB/s, records per core-second and the ratio to the limit."""
+    workloads = list(results["workloads"])
+    rows = [(results["labels"][key], cells) for key, cells in results["paths"].items()]
+    width = max(len(label) for label, _ in rows) + 1
+    head = f"{'path':<{width}}"
+    sub = f"{'':<{width}}"
+    for w in workloads:
+        label = results["workloads"][w]["label"]
+        head += f"| {label:<38}"
+        sub += f"| {'records/s':>10} {'MB/s':>6} {'rec/core-s':>10} {'× limit':>8} "
+    lines = [head, sub, "-" * len(sub)]
+    limit = results["paths"].get("limit", {})
+    for name, cells in rows:
+        line = f"{name:<{width}}"
+        for w in workloads:
+            cell = cells.get(w)
+            if not cell:
+                line += f"| {'-':>10} {'-':>6} {'-':>10} {'-':>8} "
+                continue
+            base = (limit.get(w) or {}).get("records_per_s")
+            ratio = cell["records_per_s"] / base if base else None
+            line += (
+                f"| {_fmt(cell['records_per_s']):>10} {_fmt(cell['mb_per_s'], 1):>6} "
+                f"{_fmt(cell['records_per_core_s']):>10} {_fmt(ratio, 2):>8} "
+            )
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def compare(results: dict[str, Any], previous: dict[str, Any] | None) -> str:
+    """records/s against the last run's, per path and workload."""
+    if not previous:
+        return "no earlier bench/results.json to compare with"
+    lines = [f"change since the last run ({previous.get('when', '?')}, {previous.get('commit', '?')}):"]
+    for key, cells in results["paths"].items():
+        for w, cell in cells.items():
+            before = previous.get("paths", {}).get(key, {}).get(w)
+            if cell and before and before.get("records_per_s"):
+                change = cell["records_per_s"] / before["records_per_s"] - 1
+                lines.append(
+                    f"  {key:<22} {w:<6} {before['records_per_s']:>10,.0f} → {cell['records_per_s']:>10,.0f} "
+                    f"records/s ({change:+.0%})"
+                )
+    for key, live in results.get("live", {}).items():
+        before = previous.get("live", {}).get(key)
+        if before:
+            lines.append(
+                f"  live {key:<17} p99 {before['p99_ms']:,.0f} → {live['p99_ms']:,.0f} ms, "
+                f"p50 {before['p50_ms']:,.0f} → {live['p50_ms']:,.0f} ms"
+            )
+    return "\n".join(lines)
+
+
+def write_json(path: Path, results: dict[str, Any]) -> None:
+    path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,94 @@
+"""The local runtime's emulated MSK event source mapping against a real broker: a backlog is delivered once, in
+order, as MSK events; a mapping read to the end rests (partitions paused) and still delivers what arrives later,
+once; committed offsets follow the handler."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from srm.local.event_source import EmulatedMapping, MappingSettings
+from tests.support.kafka import create_topic, numbered_records, produce, unique, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+class Recorder:
+    """A handler that keeps every delivered record as (partition, offset, value)."""
+
+    def __init__(self) -> None:
+        self.delivered: list[tuple[int, int, bytes]] = []
+
+    def __call__(self, event: dict[str, Any], _context: Any) -> None:
+        for records in event["records"].values():
+            for r in records:
+                self.delivered.append((r["partition"], r["offset"], base64.b64decode(r["value"])))
+
+
+@pytest.fixture
+def mapping(clusters) -> Iterator[tuple[EmulatedMapping, Recorder, str, str, str]]:
+    bootstrap, topic, group = clusters["a"].bootstrap, unique("esm-rest"), unique("esm-group")
+    create_topic(bootstrap, topic, 3)
+    recorder = Recorder()
+    m = EmulatedMapping(
+        name=topic,
+        topic=topic,
+        consumer_config={
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": "false",
+            "isolation.level": "read_committed",
+        },
+        handler=recorder,
+        function_name="mirror",
+        source_arn="arn:aws:kafka:local:000000000000:cluster/a/0",
+        bootstrap_servers=bootstrap,
+        settings=MappingSettings(batch_size=500, batching_window_ms=100),
+    )
+    m.start()
+    try:
+        yield m, recorder, bootstrap, topic, group
+    finally:
+        m.stop()
+        m.join(10)
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = c.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        c.close()
+
+
+def test_idle_mapping_rests_and_delivers_later_records_once_in_order(mapping) -> None:
+    m, recorder, bootstrap, topic, group = mapping
+    # GIVEN a backlog of 3,000 records over 3 partitions, delivered
+    backlog = numbered_records(3000, 3, "backlog")
+    produce(bootstrap, topic, backlog)
+    wait_for(lambda: len(recorder.delivered) >= 3000, 60, message="backlog delivered")
+
+    # WHEN nothing more arrives, the mapping rests
+    wait_for(lambda: m.resting, 30, message="mapping resting once read to the end")
+
+    # AND records arrive while it rests
+    late = numbered_records(30, 3, "late")
+    produce(bootstrap, topic, late)
+    wait_for(lambda: len(recorder.delivered) >= 3030, 30, message="late records delivered")
+
+    # THEN every record was delivered exactly once, each partition in offset order, none invented
+    expected = sorted((p, r.value) for p, r in backlog + late)
+    assert sorted((p, v) for p, _o, v in recorder.delivered) == expected
+    for p in range(3):
+        offsets = [o for q, o, _v in recorder.delivered if q == p]
+        assert offsets == list(range(len(offsets))), f"partition {p} out of order or with gaps"
+    # AND the source offsets committed are the partition ends
+    wait_for(lambda: committed(bootstrap, group, topic, 3) == {0: 1010, 1: 1010, 2: 1010}, 30, message="commits")
+    # AND it rests again
+    wait_for(lambda: m.resting, 30, message="mapping resting again")
