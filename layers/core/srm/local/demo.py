@@ -159,6 +159,12 @@ def _wait_caught_up(source: str, target: str, timeout: float) -> bool:
     return False
 
 
+def _create_topics(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # gone before the clusters stop: no disconnect noise
+    for f in admin.create_topics([NewTopic(t, n, 1) for t, n in TOPICS.items()]).values():
+        f.result(30)
+
+
 def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="srm-demo-"))
     west = LocalCluster(SOURCE, workdir / SOURCE / "data")
@@ -169,9 +175,7 @@ def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
         west.start()
         east.start()
         print(f"  {SOURCE}: {west.bootstrap}\n  {TARGET}: {east.bootstrap}")
-        admin = AdminClient({"bootstrap.servers": west.bootstrap})
-        for f in admin.create_topics([NewTopic(t, n, 1) for t, n in TOPICS.items()]).values():
-            f.result(30)
+        _create_topics(west.bootstrap)
         t0 = time.monotonic()
         for topic, partitions in TOPICS.items():
             _produce(west.bootstrap, topic, partitions, 0, records)
@@ -277,7 +281,7 @@ def _report(
     print(f"topics on {SOURCE}: {', '.join(sorted(t for t in _topics(west.bootstrap) if not t.startswith('__')))}")
     print(f"topics on {TARGET}: {', '.join(sorted(t for t in _topics(east.bootstrap) if not t.startswith('__')))}")
     print()
-    print(f"{'partition':<24}{SOURCE:>12}{TARGET:>12}   identical")
+    print(f"{'partition':<36}{SOURCE:>12}{TARGET:>12}   identical")
     all_equal = caught_up
     for topic, partitions in TOPICS.items():
         src = _read(west.bootstrap, topic, partitions)
@@ -286,7 +290,7 @@ def _report(
             equal = src[p] == dst.get(p)
             all_equal &= equal
             label = f"{topic}-{p} -> {SOURCE}.{topic}-{p}"
-            print(f"{label:<24}{len(src[p]):>12,}{len(dst.get(p, [])):>12,}   {'yes' if equal else 'NO'}")
+            print(f"{label:<36}{len(src[p]):>12,}{len(dst.get(p, [])):>12,}   {'yes' if equal else 'NO'}")
     print()
     print(
         f"backlog: {backlog:,} records replicated in {backlog_seconds:.1f}s "
