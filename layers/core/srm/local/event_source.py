@@ -114,6 +114,7 @@ class EmulatedMapping:
         self._stop_event = threading.Event()
         self._revoked = False
         self._resting = False  # partitions paused while the topic is idle
+        self._last_check_s = 0.0  # how long the last look-up of the log ends took
         self.stats = MappingStats()
 
     def start(self) -> None:
@@ -246,8 +247,11 @@ class EmulatedMapping:
                 consumer.pause(assignment)
                 self._resting = True
             return []
-        self._stop_event.wait(_IDLE_CHECK_S)
-        if not _caught_up(consumer, assignment, fresh=True):
+        self._stop_event.wait(max(_IDLE_CHECK_S, self._last_check_s))  # many partitions: fewer look-ups per second
+        started = time.monotonic()
+        caught_up = _caught_up(consumer, assignment, fresh=True)
+        self._last_check_s = time.monotonic() - started
+        if not caught_up:
             consumer.resume(assignment)
             self._resting = False
             # librdkafka's fetcher notices a resume only on its next one-second tick; any request to the broker,
