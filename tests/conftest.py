@@ -6,8 +6,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
+from moto import mock_aws
 
+from srm.state import StateStore, create_state_table
 from tests.support.clusters import Cluster, running_clusters, using_external_clusters
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.
@@ -41,3 +44,12 @@ def restartable(fresh_clusters: dict[str, Cluster]) -> dict[str, Cluster]:
     if any(c.local is None for c in fresh_clusters.values()):
         pytest.skip("broker restarts need clusters this suite starts (SRM_TEST_BOOTSTRAP_* is set)")
     return fresh_clusters
+
+
+@pytest.fixture
+def state() -> Iterator[StateStore]:
+    """An empty state table on moto."""
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="us-east-1")
+        create_state_table(db, "state")
+        yield StateStore(db, "state")

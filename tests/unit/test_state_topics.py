@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import boto3
-import pytest
-from moto import mock_aws
-
-from srm.state import EventSourceMappingRecord, StateStore, TopicMappingRecord, create_state_table
-
-
-@pytest.fixture
-def state() -> Iterator[StateStore]:
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_state_table(db, "state")
-        yield StateStore(db, "state")
+from srm.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
 
 
 def test_topic_mapping_round_trips_per_flow_and_deletes(state: StateStore) -> None:
