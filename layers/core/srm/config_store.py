@@ -100,12 +100,6 @@ class Scope:
     updated_by: str | None = None
 
     @property
-    def prefix(self) -> str:
-        if self.sk == "global":
-            return ""
-        return self.sk.split("#", 1)[1] + "."
-
-    @property
     def label(self) -> str:
         kind, _, name = self.sk.partition("#")
         return {"global": "the global settings", "cluster": f"cluster {name}", "flow": f"flow {name}"}.get(
@@ -145,10 +139,15 @@ def split_scopes(props: Mapping[str, str], clusters: tuple[str, ...]) -> dict[st
     return scopes
 
 
+def is_plain_secret(key: str, value: str) -> bool:
+    """A secret written out, not a reference to one (``${env:…}``, ``${secretsmanager:…}``)."""
+    return _is_sensitive(key) and bool(value) and not _REF.match(value.strip())
+
+
 def check_no_secrets(props: Properties) -> None:
     """Secrets belong in Secrets Manager or the environment; the table holds only references to them."""
     for key, value in props.items():
-        if _is_sensitive(key) and value and not _REF.match(value.strip()):
+        if is_plain_secret(key, value):
             raise ConfigError(
                 f"{key}: the config table never stores secrets; put the value in Secrets Manager or an environment "
                 f"variable and write {key}=${{secretsmanager:<secret-id>}} or {key}=${{env:<NAME>}}",
@@ -221,12 +220,6 @@ class ConfigStore:
                 i.get("updated_by", {}).get("S"),
             )
         return ConfigSnapshot(self.table, scopes)
-
-    def scopes(self) -> dict[str, Scope]:
-        return dict(self.read().scopes)
-
-    def properties(self) -> Properties:
-        return self.read().properties()
 
     # -- writing -------------------------------------------------------------------------------------------------
     def plan_replace(self, config: SrmConfig, base: ConfigSnapshot) -> dict[str, dict[str, str] | None]:

@@ -40,18 +40,15 @@ from srm.config import (
     ConfigError,
     Properties,
     SrmConfig,
-    _is_sensitive,
     _to_str,
     flow_name,
-    parse_properties_text,
-    parse_yaml_text,
     resolve,
 )
 from srm.config_store import (
     ConfigSnapshot,
     ConfigStore,
     ConfigStoreError,
-    check_no_secrets,
+    is_plain_secret,
     scope_key,
     split_scopes,
 )
@@ -80,7 +77,6 @@ from srm.state import StateError, StateStore, TopicMappingRecord
 from srm.topics import mapping_group_id, plan_topics
 
 __all__ = [
-    "FILTER_KINDS",
     "Control",
     "ControlError",
     "FilterChange",
@@ -97,13 +93,11 @@ __all__ = [
     "format_properties",
     "format_yaml",
     "mask_secrets",
-    "parse_exported",
 ]
 
 log = logging.getLogger(__name__)
 
 FilterKind = Literal["topics", "groups"]
-FILTER_KINDS: tuple[FilterKind, ...] = ("topics", "groups")
 _DEFAULTS = {
     "topics": DEFAULT_TOPICS,
     "topics.exclude": DEFAULT_TOPICS_EXCLUDE,
@@ -112,7 +106,6 @@ _DEFAULTS = {
 }
 _NAME_LIKE = re.compile(r"^[A-Za-z0-9._\-]+$")
 _MASK = "********"
-_REF = re.compile(r"^\$\{[a-zA-Z]+:[^}]*\}$")
 
 
 class ControlError(ValueError):
@@ -381,8 +374,7 @@ class Control:
         self, config: SrmConfig, *, dry_run: bool = False, base: ConfigSnapshot | None = None
     ) -> ImportResult:
         """Make the table hold exactly ``config`` (already parsed and validated from its file), in one conditional
-        transaction; secrets must be references (checked before anything is written)."""
-        check_no_secrets(config.properties)
+        transaction; secrets must be references (``plan_replace`` checks, before anything is written)."""
         base = self.store.read() if base is None else base
         changes = self.store.plan_replace(config, base)
         old, new = mask_secrets(base.properties()), mask_secrets(config.properties)
@@ -631,7 +623,7 @@ def _reason(e: Exception) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 def mask_secrets(props: Mapping[str, str]) -> dict[str, str]:
     """Secret values masked, unless they are references (``${env:…}``, ``${secretsmanager:…}``)."""
-    return {k: (_MASK if _is_sensitive(k) and v and not _REF.match(v.strip()) else v) for k, v in props.items()}
+    return {k: (_MASK if is_plain_secret(k, v) else v) for k, v in props.items()}
 
 
 _FIRST = ("clusters", "bootstrap.servers", "enabled", "topics", "topics.exclude", "groups", "groups.exclude")
@@ -705,11 +697,6 @@ def format_yaml(props: Mapping[str, str], clusters: Sequence[str]) -> str:
     # Keep `clusters` and `flows` on top, the global settings after them.
     ordered = {"clusters": doc.pop("clusters"), **({"flows": doc.pop("flows")} if "flows" in doc else {}), **doc}
     return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1000)
-
-
-def parse_exported(text: str, fmt: Literal["properties", "yaml"]) -> Properties:
-    """Read back what :meth:`Control.export_config` printed."""
-    return parse_yaml_text(text, "<export>") if fmt == "yaml" else parse_properties_text(text, "<export>")
 
 
 # ---------------------------------------------------------------------------------------------------------------

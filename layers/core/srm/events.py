@@ -6,7 +6,7 @@ Java bytes (older producers of the format send base64 strings; both are accepted
 one-entry objects, so order and duplicate keys survive — Powertools' ``decoded_headers`` dict would lose them.
 
 Both directions are on the per-record path of every batch, so each does its per-record work in C where it can:
-parsing validates and decodes a partition's records field by field (``binascii`` for base64, ``bytes``/``array``
+parsing validates and decodes a partition's records field by field (``pybase64`` for base64, ``bytes``/``array``
 for header byte arrays) and only on a failure walks the records one by one to say which record is wrong and why;
 building writes each record's JSON text once, when it is added, and joins the texts into the payload.
 """
@@ -22,6 +22,7 @@ from itertools import islice, repeat
 from operator import itemgetter, lt, methodcaller
 from typing import Any
 
+import pybase64
 from aws_lambda_powertools.utilities.data_classes import KafkaEvent
 
 __all__ = [
@@ -39,25 +40,11 @@ EVENT_SOURCES = ("aws:kafka", "SelfManagedKafka")
 
 
 
-def _binascii_decode(text: Any, _altchars: None = None, _validate: bool = True) -> bytes:
-    return binascii.a2b_base64(text, strict_mode=True)
-
-
-def _binascii_text(data: bytes) -> str:
-    return binascii.b2a_base64(data, newline=False).decode("ascii")
-
-
 # base64 on the per-record path: pybase64 (SIMD; several times faster than binascii on kilobyte values, the same
-# alphabet, padding rules and errors) when installed, binascii otherwise. Decoding is called (text, None, True):
-# no altchars, validate — only the standard alphabet with proper padding is accepted.
-_b64decode: Callable[[Any, None, bool], bytes] = _binascii_decode
-_b64_text: Callable[[bytes], str] = _binascii_text
-try:
-    import pybase64
-
-    _b64decode, _b64_text = pybase64.b64decode, pybase64.b64encode_as_string
-except ImportError:  # pragma: no cover - pybase64 is a dependency
-    pass
+# alphabet, padding rules and errors). Decoding is called (text, None, True): no altchars, validate — only the
+# standard alphabet with proper padding is accepted.
+_b64decode: Callable[[Any, None, bool], bytes] = pybase64.b64decode
+_b64_text: Callable[[bytes], str] = pybase64.b64encode_as_string
 
 
 class MalformedEventError(ValueError):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from srm.config import ConfigError, SrmConfig
@@ -357,13 +357,6 @@ def describe_topic_configs(
     for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
         result[resource.name] = future.result()
     return result
-
-
-def end_offsets(consumer: Consumer, partitions: Iterable[tuple[str, int]], timeout: float = 10.0) -> dict:
-    return {
-        (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout, cached=False)[1]
-        for t, p in partitions
-    }
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -374,15 +374,15 @@ def _config_import(session: Session, args: argparse.Namespace) -> int:
         create_config_table(session.dynamodb(), args.config_table)
         create_state_table(session.dynamodb(), args.state_table)
     control = session.control()
-    had_config = bool(control.store.read())
-    result = control.import_config(config, dry_run=args.dry_run)
+    base = control.store.read()
+    result = control.import_config(config, dry_run=args.dry_run, base=base)
     enabled = len(config.enabled_flows())
     summary = (
         f"{len(config.clusters)} cluster(s), {len(config.flows)} flow(s) ({enabled} enabled); "
         f"{len(result.added)} propert{'y' if len(result.added) == 1 else 'ies'} added, {len(result.changed)} changed, "
         f"{len(result.removed)} removed"
     )
-    if args.dry_run or had_config:
+    if args.dry_run or base:
         for key, value in sorted(result.added.items()):
             session.print(f"+ {key} = {value}")
         for key, (old, new) in sorted(result.changed.items()):
@@ -485,9 +485,6 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [headers, *rows]]
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Entry point
-# ---------------------------------------------------------------------------------------------------------------
 # ---------------------------------------------------------------------------------------------------------------
 # offsets
 # ---------------------------------------------------------------------------------------------------------------

@@ -6,13 +6,11 @@ throughput and replication latency — then stops everything. Exit status 0 only
 
 from __future__ import annotations
 
-import logging
 import shutil
 import statistics
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -24,15 +22,8 @@ from srm.local.runtime import LocalRuntime, RuntimeOptions
 
 __all__ = ["run_demo"]
 
-log = logging.getLogger(__name__)
-
 TOPICS = {"orders": 3, "payments": 2, "inventory": 1}
 SOURCE, TARGET = "us-west", "us-east"
-
-
-@dataclass
-class PartitionView:
-    records: list[tuple[bytes | None, bytes | None, tuple, int]] = field(default_factory=list)
 
 
 def _produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
