@@ -92,8 +92,9 @@ def _flow_properties(source: str, target: str, bootstraps: tuple[str, str]) -> d
 
 def _client_configs(bootstraps: tuple[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """The mirror's producer settings (to the target) and the event source's consumer settings (on the source)."""
-    from srm.config import Properties, SrmConfig
+    from srm.config import SrmConfig
     from srm.kafka import consumer_config, producer_config
+    from srm.properties import Properties
 
     config = SrmConfig.from_properties(Properties.of(_flow_properties("src", "dst", bootstraps)))
     settings = config.settings("src", "dst")

@@ -80,9 +80,10 @@ def run_handler(
     from moto import mock_aws
 
     from srm.app import App
-    from srm.config import Properties, SrmConfig
+    from srm.config import SrmConfig
     from srm.config_store import ConfigStore, create_config_table
     from srm.local.event_source import LocalContext
+    from srm.properties import Properties
     from srm.state import create_state_table
 
     results: dict[str, PathResult] = {}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from srm.topics import mapping_group_id
+from srm.plans import mapping_group_id
 from tests.support.kafka import (
     assert_identical,
     create_partitions,

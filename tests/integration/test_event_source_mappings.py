@@ -14,10 +14,11 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, R
 from moto import mock_aws
 
 from srm.app import App, Environment
-from srm.config import Properties, SrmConfig
+from srm.config import SrmConfig
 from srm.config_store import ConfigStore, create_config_table
 from srm.local.mappings import LocalEventSources
 from srm.mirror import TopicNotReplicatedError
+from srm.properties import Properties
 from srm.state import create_state_table
 from srm.topics import sync_topics
 from tests.support.kafka import admin, create_topic, unique, wait_for

@@ -11,11 +11,12 @@ import pytest
 from moto import mock_aws
 
 from srm.app import App
-from srm.config import Properties, SrmConfig
+from srm.config import SrmConfig
 from srm.config_store import ConfigStore, create_config_table
 from srm.events import EventBuilder, MalformedEventError
 from srm.handlers.mirror import lambda_handler
 from srm.local.event_source import LocalContext
+from srm.properties import Properties
 from srm.state import create_state_table
 from tests.support.kafka import (
     Rec,

@@ -6,9 +6,10 @@ import textwrap
 
 import pytest
 
-from srm.config import ConfigError, Properties, SrmConfig, client_properties, parse_properties_text, parse_yaml_text
+from srm.config import SrmConfig, client_properties
 from srm.config import resolve as resolve_setting
 from srm.filters import parse_list
+from srm.properties import ConfigError, Properties, parse_properties_text, parse_yaml_text
 
 # The same two-cluster setup, in both formats: they must flatten to the same property map.
 MM2_PROPERTIES = textwrap.dedent(

@@ -9,15 +9,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.config import ConfigError, Properties, SrmConfig
-from srm.config_store import (
-    ConfigConflictError,
-    ConfigStore,
-    ConfigStoreError,
-    create_config_table,
-    scope_key,
-    split_scopes,
-)
+from srm.config import SrmConfig
+from srm.config_store import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
+from srm.properties import ConfigError, Properties
+from srm.scopes import scope_key, split_scopes
 
 TABLE = "srm-config"
 BASE = {

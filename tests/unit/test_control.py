@@ -8,9 +8,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.config import ConfigError, Properties, SrmConfig
+from srm.config import SrmConfig
 from srm.config_store import ConfigConflictError, ConfigStore, create_config_table
 from srm.control import Control, ControlError, FilterEdit
+from srm.properties import ConfigError, Properties
 
 TABLE = "srm-config"
 BASE = {

@@ -11,10 +11,14 @@ import pytest
 from moto import mock_aws
 
 import srm.cli.control as cli
-from srm.config import Properties, SrmConfig, parse_properties_text, parse_yaml_text
+from srm.config import SrmConfig
 from srm.config_store import ConfigStore, create_config_table
-from srm.control import Control, format_properties, format_yaml, mask_secrets
-from srm.kafka import KafkaUnavailableError, TopicInfo
+from srm.control import Control
+from srm.export import format_properties, format_yaml
+from srm.kafka import KafkaUnavailableError
+from srm.plans import TopicInfo
+from srm.properties import Properties, parse_properties_text, parse_yaml_text
+from srm.secrets import mask_secrets
 from srm.state import StateStore, TopicMappingRecord, create_state_table
 
 PROPS = {

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from srm.config import ConfigError, Properties, SrmConfig
+from srm.config import SrmConfig
 from srm.filters import TopicFilter
 from srm.loops import came_from, identity_loops, literal_name, provenance, stamp_provenance
 from srm.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from srm.properties import ConfigError, Properties
 
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 

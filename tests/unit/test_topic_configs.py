@@ -6,9 +6,8 @@ from confluent_kafka.admin import ConfigEntry, ConfigSource
 
 from srm.config import FlowSettings
 from srm.filters import PatternList
-from srm.kafka import TopicInfo
+from srm.plans import TopicInfo, config_changes, explicit_configs, plan_topics, replicable_configs
 from srm.policy import DefaultReplicationPolicy
-from srm.topics import config_changes, explicit_configs, plan_topics, replicable_configs
 
 EXCLUDE = FlowSettings().config_exclude()  # MM2's config.properties.exclude
 TOPIC, DEFAULT, BROKER = (

@@ -27,15 +27,18 @@ import boto3
 from botocore.config import Config
 
 from srm.acls import TopicAcls
-from srm.config import ConfigError, SrmConfig
+from srm.checkpoint import CheckpointContext
+from srm.config import SrmConfig
 from srm.config_store import ConfigStore
 from srm.event_sources import LambdaEventSources
-from srm.failover import CheckpointContext, quiet_probe
 from srm.heartbeats import HeartbeatEmitter
-from srm.kafka import KafkaClients, SecretResolver, consumer_config, default_secret_resolver, ensure_topic
+from srm.kafka import KafkaClients, RemoteTopics, consumer_config, ensure_topic, quiet_probe
+from srm.mappings import EventSourceMappings
 from srm.mirror import MirrorTarget, TopicNotReplicatedError
+from srm.properties import ConfigError
+from srm.secrets import SecretResolver, default_secret_resolver
 from srm.state import StateStore
-from srm.topics import EventSourceMappings, RemoteTopics, TopicSync
+from srm.topics import TopicSync
 
 __all__ = ["App", "Environment"]
 

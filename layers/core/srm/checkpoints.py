@@ -1,4 +1,12 @@
-"""Checkpoint decisions, pure: which translated offsets to emit, and which to commit to a group on the target.
+"""Checkpoint decisions, pure: how a group's committed offsets translate, which translated offsets to emit, and
+which to commit to a group on the target.
+
+For each group of the source cluster that the group filter allows, its committed offsets are translated from the
+offset runs the mirror recorded (see :mod:`srm.offsets`):
+
+* **forward** — a topic this flow replicates: ``orders`` on the source → ``<source>.orders`` on the target;
+* **failback** — a remote topic that came *from the target* (``<target>.orders`` on the source, after a failover
+  to it): translated back through the runs of the opposite flow to ``orders`` on the target.
 
 Rules (MM2's, kept):
 
@@ -12,12 +20,38 @@ Rules (MM2's, kept):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
-__all__ = ["StoredCheckpoint", "is_more_recent", "offsets_to_commit"]
+from srm.config import FlowSettings
+from srm.filters import should_replicate_topic
+from srm.offsets import Run, translate, translate_back
+from srm.policy import ReplicationPolicy
+
+__all__ = [
+    "GroupOffsets",
+    "PartitionTranslation",
+    "QuietProbe",
+    "RunsLookup",
+    "StoredCheckpoint",
+    "is_more_recent",
+    "offsets_to_commit",
+    "translate_group",
+]
 
 TopicPartitionKey = tuple[str, int]
+# (topic, partition) → (committed offset, metadata)
+GroupOffsets = dict[tuple[str, int], tuple[int, str]]
+QuietProbe = Callable[[str, int, int, int], bool]
+
+
+class RunsLookup(Protocol):
+    """Where translation reads the mirror's offset runs (the state table)."""
+
+    def runs(self, source: str, target: str, topic: str, partition: int) -> list[Run]: ...
+
+    def runs_around(self, source: str, target: str, topic: str, partition: int, upstream_offset: int) -> list[Run]: ...
 
 
 @dataclass(frozen=True)
@@ -54,3 +88,93 @@ def offsets_to_commit(
             continue  # never move a group backwards
         result[tp] = offset
     return result
+
+
+@dataclass(frozen=True)
+class PartitionTranslation:
+    group: str
+    topic: str  # on the source cluster
+    partition: int
+    upstream_offset: int
+    metadata: str
+    remote_topic: str  # on the target cluster
+    downstream_offset: int | None  # None: not translatable (yet)
+    direction: Literal["forward", "failback"]
+    note: str = ""
+
+
+def translate_group(
+    group: str,
+    offsets: GroupOffsets,
+    *,
+    source: str,
+    target: str,
+    settings: FlowSettings,
+    policy: ReplicationPolicy,
+    state: RunsLookup,
+    quiet: QuietProbe | None = None,
+) -> list[PartitionTranslation]:
+    """Translate every committed offset of ``group`` that this flow can translate, forward or back. Pure: the
+    offset runs come from ``state`` and the source's answer about quiet ranges from ``quiet``."""
+    topic_filter = settings.topic_filter()
+    results = []
+    for (topic, partition), (offset, metadata) in sorted(offsets.items()):
+        forward = should_replicate_topic(
+            topic,
+            target_alias=target,
+            policy=policy,
+            topic_filter=topic_filter,
+            heartbeats_replication_enabled=settings.heartbeats_replication_enabled,
+        )
+        if forward:
+            results.append(_forward(group, topic, partition, offset, metadata, source, target, policy, state, quiet))
+            continue
+        upstream = _failback_topic(topic, source, target, policy, state, partition)
+        if upstream is not None:
+            runs = state.runs(target, source, upstream, partition)
+            back = translate_back(runs, offset)
+            note = "" if back is not None else "beyond what was replicated"
+            results.append(
+                PartitionTranslation(group, topic, partition, offset, metadata, upstream, back, "failback", note)
+            )
+    return results
+
+
+def _forward(
+    group: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    metadata: str,
+    source: str,
+    target: str,
+    policy: ReplicationPolicy,
+    state: RunsLookup,
+    quiet: QuietProbe | None,
+) -> PartitionTranslation:
+    remote = policy.format_remote_topic(source, topic)
+    runs = state.runs_around(source, target, topic, partition, offset)
+    downstream = translate(runs, offset)
+    note = ""
+    if downstream is None and runs:
+        last = runs[-1]
+        # Past the last replicated record: exact only if the source holds nothing there to replicate
+        # (typically a trailing transaction marker); ask the source.
+        if quiet is not None and offset > last.upstream_end and quiet(topic, partition, last.upstream_end, offset):
+            downstream = translate(runs, offset, quiet_until=offset)
+        else:
+            note = "records below the committed offset are not replicated yet"
+    elif not runs:
+        note = "nothing replicated yet"
+    return PartitionTranslation(group, topic, partition, offset, metadata, remote, downstream, "forward", note)
+
+
+def _failback_topic(
+    topic: str, source: str, target: str, policy: ReplicationPolicy, state: RunsLookup, partition: int
+) -> str | None:
+    """The topic on the target a remote topic on the source came from, if it came from the target."""
+    if policy.topic_source(topic) == target:
+        return policy.upstream_topic(topic)
+    if policy.format_remote_topic(target, topic) == topic and state.runs_around(target, source, topic, partition, 0):
+        return topic  # a name-keeping policy: the mirror's records say where it came from
+    return None

@@ -29,36 +29,31 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
 from aws_lambda_powertools.utilities.parameters import DynamoDBProvider
 from botocore.exceptions import BotoCoreError, ClientError
 
-from srm.config import ConfigError, Properties, SrmConfig, _is_sensitive
+from srm.config import SrmConfig
+from srm.properties import ConfigError, Properties
+from srm.scopes import ConfigSnapshot, Scope, flatten_scopes, split_scopes
+from srm.secrets import is_plain_secret
 from srm.state import _create_table
 
 __all__ = [
     "ConfigConflictError",
-    "ConfigSnapshot",
     "ConfigStore",
     "ConfigStoreError",
-    "Scope",
     "check_no_secrets",
     "create_config_table",
-    "scope_key",
-    "split_scopes",
 ]
 
 log = logging.getLogger(__name__)
 
 _PARTITION = "config"
-_FLOW_KEY = re.compile(r"^(?P<flow>[^\s.,>]+?->[^\s.,>]+?)\.(?P<key>.+)$")
-_REF = re.compile(r"^\$\{[a-zA-Z]+:[^}]*\}$")
 _MAX_TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
 
 
@@ -82,68 +77,6 @@ class ConfigStoreError(RuntimeError):
         self.missing_table = missing_table
 
 
-def scope_key(*, cluster: str | None = None, flow: tuple[str, str] | None = None) -> str:
-    """The sort key of a scope: the global settings, a cluster's, or a replication flow's."""
-    if cluster is not None:
-        return f"cluster#{cluster}"
-    if flow is not None:
-        return f"flow#{flow[0]}->{flow[1]}"
-    return "global"
-
-
-@dataclass(frozen=True)
-class Scope:
-    sk: str
-    properties: dict[str, str]
-    version: int = 0  # 0: not stored (yet)
-    updated_at: str | None = None
-    updated_by: str | None = None
-
-    @property
-    def label(self) -> str:
-        kind, _, name = self.sk.partition("#")
-        return {"global": "the global settings", "cluster": f"cluster {name}", "flow": f"flow {name}"}.get(
-            kind, self.sk
-        )
-
-
-@dataclass(frozen=True)
-class ConfigSnapshot:
-    """Every scope of the table with its version, read consistently: the base of a read-modify-write."""
-
-    table: str
-    scopes: Mapping[str, Scope] = field(default_factory=dict)
-
-    def scope(self, sk: str) -> Scope:
-        return self.scopes.get(sk) or Scope(sk, {})
-
-    def properties(self) -> Properties:
-        return _flatten(self.table, {sk: s.properties for sk, s in self.scopes.items()})
-
-    def __bool__(self) -> bool:
-        return bool(self.scopes)
-
-
-def split_scopes(props: Mapping[str, str], clusters: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """Partition a flat property map into the table's scopes (the inverse of :meth:`ConfigSnapshot.properties`)."""
-    scopes: dict[str, dict[str, str]] = {"global": {}}
-    for key, value in props.items():
-        m = _FLOW_KEY.match(key)
-        head, _, rest = key.partition(".")
-        if m:
-            scopes.setdefault(f"flow#{m['flow']}", {})[m["key"]] = value
-        elif head in clusters and rest:
-            scopes.setdefault(f"cluster#{head}", {})[rest] = value
-        else:
-            scopes["global"][key] = value
-    return scopes
-
-
-def is_plain_secret(key: str, value: str) -> bool:
-    """A secret written out, not a reference to one (``${env:…}``, ``${secretsmanager:…}``)."""
-    return _is_sensitive(key) and bool(value) and not _REF.match(value.strip())
-
-
 def check_no_secrets(props: Properties) -> None:
     """Secrets belong in Secrets Manager or the environment; the table holds only references to them."""
     for key, value in props.items():
@@ -154,15 +87,6 @@ def check_no_secrets(props: Properties) -> None:
                 key=key,
                 origin=props.origin(key),
             )
-
-
-def _flatten(table: str, scopes: Mapping[str, Mapping[str, str]]) -> Properties:
-    props = Properties(source=f"dynamodb:{table}")
-    for sk, values in sorted(scopes.items(), key=lambda kv: (kv[0] != "global", kv[0])):
-        prefix = "" if sk == "global" else sk.split("#", 1)[1] + "."
-        for key, value in values.items():
-            props.set(prefix + key, value, f"dynamodb:{table}#{sk}")
-    return props
 
 
 class ConfigStore:
@@ -191,7 +115,7 @@ class ConfigStore:
             )
         # Validating is not free: parse again only when the table's content changed.
         if self._parsed is None or self._parsed[0] != scopes:
-            self._parsed = (scopes, SrmConfig.from_properties(_flatten(self.table, scopes)))
+            self._parsed = (scopes, SrmConfig.from_properties(flatten_scopes(self.table, scopes)))
         return self._parsed[1]
 
     def read(self) -> ConfigSnapshot:

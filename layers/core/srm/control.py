@@ -27,31 +27,13 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal
 
-import yaml
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-
-from srm.config import (
-    ConfigError,
-    Properties,
-    SrmConfig,
-    _to_str,
-    flow_name,
-    resolve,
-)
-from srm.config_store import (
-    ConfigSnapshot,
-    ConfigStore,
-    ConfigStoreError,
-    is_plain_secret,
-    scope_key,
-    split_scopes,
-)
+from srm.config import SrmConfig, flow_name, resolve
+from srm.config_store import ConfigStore, ConfigStoreError
+from srm.export import format_properties, format_yaml
 from srm.filters import (
     DEFAULT_GROUPS,
     DEFAULT_GROUPS_EXCLUDE,
@@ -60,21 +42,12 @@ from srm.filters import (
     FilterError,
     PatternList,
     parse_list,
-    should_replicate_topic,
 )
-from srm.formats import FormatError, Heartbeat
-from srm.kafka import (
-    KafkaUnavailableError,
-    SecretResolver,
-    TopicInfo,
-    admin_config,
-    build,
-    consumer_config,
-    default_secret_resolver,
-    list_topics,
-)
-from srm.state import StateError, StateStore, TopicMappingRecord
-from srm.topics import mapping_group_id, plan_topics
+from srm.properties import Properties
+from srm.scopes import ConfigSnapshot, scope_key
+from srm.secrets import mask_secrets
+from srm.state import StateStore
+from srm.status import FlowStatus, StatusProbe, flow_status
 
 __all__ = [
     "Control",
@@ -84,15 +57,8 @@ __all__ = [
     "FilterView",
     "FlowChange",
     "FlowInfo",
-    "FlowStatus",
     "ImportResult",
-    "KafkaStatusProbe",
     "PatternSetting",
-    "StatusProbe",
-    "TopicStatus",
-    "format_properties",
-    "format_yaml",
-    "mask_secrets",
 ]
 
 log = logging.getLogger(__name__)
@@ -105,15 +71,10 @@ _DEFAULTS = {
     "groups.exclude": DEFAULT_GROUPS_EXCLUDE,
 }
 _NAME_LIKE = re.compile(r"^[A-Za-z0-9._\-]+$")
-_MASK = "********"
 
 
 class ControlError(ValueError):
     """The operator's request cannot be applied as asked; nothing was written."""
-
-
-# What asking a cluster may raise: it does not answer, a client cannot be built, a record does not decode.
-_PROBE_ERRORS = (KafkaException, KafkaUnavailableError, ConfigError, OSError, ValueError, RuntimeError)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -209,76 +170,6 @@ class ImportResult:
     @property
     def unchanged(self) -> bool:
         return not (self.added or self.changed or self.removed)
-
-
-@dataclass(frozen=True)
-class TopicStatus:
-    topic: str
-    remote: str
-    partitions: int
-    lag: int | None  # records on the source not yet committed by the topic's event source mapping
-
-
-@dataclass(frozen=True)
-class FlowStatus:
-    source: str
-    target: str
-    enabled: bool
-    topics: tuple[TopicStatus, ...] | None  # None: the source could not be asked
-    last_heartbeat_ms: int | None = None  # the newest heartbeat replicated to the target (its emit time)
-    last_checkpoint_ms: int | None = None  # when the flow last emitted checkpoints
-    errors: tuple[str, ...] = ()
-    topics_from: str = "source"  # "state": the flow's topic mappings; "source": the source cluster's topics
-    heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat, when recorded
-
-    @property
-    def name(self) -> str:
-        return flow_name(self.source, self.target)
-
-    @property
-    def lag(self) -> int | None:
-        if self.topics is None or any(t.lag is None for t in self.topics):
-            return None
-        return sum(t.lag or 0 for t in self.topics)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "flow": self.name,
-            "source": self.source,
-            "target": self.target,
-            "enabled": self.enabled,
-            "topicCount": None if self.topics is None else len(self.topics),
-            "lag": self.lag,
-            "topicsFrom": self.topics_from,
-            "lastHeartbeat": _iso(self.last_heartbeat_ms),
-            "heartbeatLatencyMs": self.heartbeat_latency_ms,
-            "lastCheckpoint": _iso(self.last_checkpoint_ms),
-            "topics": None
-            if self.topics is None
-            else [
-                {"topic": t.topic, "remoteTopic": t.remote, "partitions": t.partitions, "lag": t.lag}
-                for t in self.topics
-            ],
-            "errors": list(self.errors),
-        }
-
-
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
-
-
-class StatusProbe(Protocol):
-    """What ``status`` asks the clusters (:class:`KafkaStatusProbe` asks real ones; tests pass their own)."""
-
-    def topics(self, config: SrmConfig, alias: str) -> Mapping[str, TopicInfo]: ...
-
-    def lag(self, config: SrmConfig, source: str, target: str, topics: Mapping[str, int]) -> dict[str, int | None]: ...
-
-    def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None: ...
-
-    def last_checkpoint(self, config: SrmConfig, source: str, target: str) -> int | None: ...
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -406,11 +297,11 @@ class Control:
         base: ConfigSnapshot | None = None,
     ) -> list[FlowStatus]:
         """Each flow's state as the state table and the clusters tell it; what cannot be asked is reported per flow
-        (see :func:`_flow_status`)."""
+        (see :func:`srm.status.flow_status`)."""
         config = self.config(base)
         for flow in flows or ():
             _check_flow(config, *flow)
-        return [_flow_status(config, probe, state, s, t) for s, t in (flows or config.flows)]
+        return [flow_status(config, probe, state, s, t) for s, t in (flows or config.flows)]
 
     # -- plumbing -----------------------------------------------------------------------------------------------
     def _write_flow(
@@ -541,278 +432,3 @@ def _flow_info(config: SrmConfig, base: ConfigSnapshot, source: str, target: str
     )
 
 
-def _flow_status(
-    config: SrmConfig, probe: StatusProbe, state: StateStore | None, source: str, target: str
-) -> FlowStatus:
-    """What the flow replicates and how far behind it is. Topics come from the flow's topic mappings in the state
-    table (written by each topic sync) still selected by the current filters, or, before any topic sync, from the
-    source cluster's topics through the replicate decision; heartbeat and checkpoint times from the flow status
-    the functions record, or else from the newest records that reached the target."""
-    settings = config.settings(source, target)
-    policy = config.policy(source, target)
-    errors: list[str] = []
-    facts: Mapping[str, int | str] = {}
-    mappings: Mapping[str, TopicMappingRecord] = {}
-    if state is not None:
-        try:
-            facts, mappings = state.flow_status(source, target), state.topic_mappings(source, target)
-        except StateError as e:
-            errors.append(f"state table: {_reason(e)}")
-    selected: dict[str, tuple[str, int]] | None = None
-    topics_from = "state" if mappings else "source"
-    if mappings:
-        topic_filter = settings.topic_filter()
-        selected = {
-            t: (m.remote_topic, m.partitions)
-            for t, m in mappings.items()
-            if should_replicate_topic(t, target_alias=target, policy=policy, topic_filter=topic_filter)
-        }
-    else:
-        try:
-            plan = plan_topics(
-                probe.topics(config, source), source=source, target=target, policy=policy, settings=settings
-            )
-            selected = dict(plan.replicated)
-        except _PROBE_ERRORS as e:  # a cluster that does not answer is a status line, not a failure of the command
-            errors.append(f"source {source}: {_reason(e)}")
-    topics: tuple[TopicStatus, ...] | None = None
-    if selected is not None:
-        data = {t: rp for t, rp in sorted(selected.items()) if not policy.is_heartbeats_topic(t)}
-        lags: dict[str, int | None] = {}
-        try:
-            lags = probe.lag(config, source, target, {t: p for t, (_, p) in data.items()}) if data else {}
-        except _PROBE_ERRORS as e:
-            errors.append(f"source {source}: {_reason(e)}")
-        topics = tuple(TopicStatus(t, remote, p, lags.get(t)) for t, (remote, p) in data.items())
-    heartbeat, checkpoint = _fact(facts, "heartbeat_ms"), _fact(facts, "last_checkpoint_ms")
-    try:
-        if heartbeat is None:
-            heartbeat = probe.last_heartbeat(config, source, target)
-        if checkpoint is None:
-            checkpoint = probe.last_checkpoint(config, source, target)
-    except _PROBE_ERRORS as e:  # same: reported, the other flows still shown
-        errors.append(f"target {target}: {_reason(e)}")
-    return FlowStatus(
-        source,
-        target,
-        settings.enabled,
-        topics,
-        heartbeat,
-        checkpoint,
-        tuple(errors),
-        topics_from=topics_from,
-        heartbeat_latency_ms=_fact(facts, "heartbeat_latency_ms"),
-    )
-
-
-def _fact(facts: Mapping[str, int | str], name: str) -> int | None:
-    value = facts.get(name)
-    return value if isinstance(value, int) and value > 0 else None
-
-
-def _reason(e: Exception) -> str:
-    cause = e.__cause__ if isinstance(e.__cause__, KafkaException) else e
-    if isinstance(cause, KafkaException) and cause.args and isinstance(cause.args[0], KafkaError):
-        return f"no answer ({cause.args[0].str()})"
-    text = str(e)
-    return text.splitlines()[0] if text else type(e).__name__
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Export formats (pure)
-# ---------------------------------------------------------------------------------------------------------------
-def mask_secrets(props: Mapping[str, str]) -> dict[str, str]:
-    """Secret values masked, unless they are references (``${env:…}``, ``${secretsmanager:…}``)."""
-    return {k: (_MASK if is_plain_secret(k, v) else v) for k, v in props.items()}
-
-
-_FIRST = ("clusters", "bootstrap.servers", "enabled", "topics", "topics.exclude", "groups", "groups.exclude")
-
-
-def _ordered(values: Mapping[str, str]) -> list[tuple[str, str]]:
-    return sorted(values.items(), key=lambda kv: (_FIRST.index(kv[0]) if kv[0] in _FIRST else len(_FIRST), kv[0]))
-
-
-def _scopes_in_order(props: Mapping[str, str], clusters: Sequence[str]) -> list[tuple[str, dict[str, str]]]:
-    scopes = split_scopes(props, tuple(clusters))
-    order = ["global", *(scope_key(cluster=c) for c in clusters)]
-    order += sorted(sk for sk in scopes if sk not in order)
-    return [(sk, scopes[sk]) for sk in order if sk in scopes]
-
-
-def _escape(text: str, *, key: bool) -> str:
-    out = []
-    for i, ch in enumerate(text):
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch in "\t\n\r\f":
-            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}[ch])
-        elif (key and ch in " =:#!") or (i == 0 and ch in " #!"):
-            out.append("\\" + ch)
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def format_properties(props: Mapping[str, str], clusters: Sequence[str]) -> str:
-    """An ``mm2.properties`` that parses back (:func:`srm.config.parse_properties_text`) to exactly ``props``."""
-    lines: list[str] = []
-    for sk, values in _scopes_in_order(props, clusters):
-        if not values:
-            continue
-        kind, _, name = sk.partition("#")
-        prefix = "" if sk == "global" else name + "."
-        lines.append(f"# {'global settings' if sk == 'global' else f'{kind} {name}'}")
-        lines += [f"{_escape(prefix + k, key=True)} = {_escape(v, key=False)}" for k, v in _ordered(values)]
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _yaml_value(value: str) -> Any:
-    """A native YAML scalar when it reads back as the same string (``true``, ``3``), else the string."""
-    try:
-        native = yaml.safe_load(value) if value else value
-    except yaml.YAMLError:
-        return value
-    if isinstance(native, bool | int | float) and _to_str(native) == value:
-        return native
-    return value
-
-
-def format_yaml(props: Mapping[str, str], clusters: Sequence[str]) -> str:
-    """The YAML form (``clusters:``, ``flows:``, global keys) that parses back to the same property map."""
-    doc: dict[str, Any] = {"clusters": {c: {} for c in clusters}}
-    flows: dict[str, dict[str, Any]] = {}
-    for sk, values in _scopes_in_order(props, clusters):
-        kind, _, name = sk.partition("#")
-        converted = {k: _yaml_value(v) for k, v in _ordered(values)}
-        if sk == "global":
-            doc.update({k: v for k, v in converted.items() if k != "clusters"})
-        elif kind == "cluster":
-            doc["clusters"][name] = converted
-        else:
-            flows[name] = converted
-    if flows:
-        doc["flows"] = flows
-    # Keep `clusters` and `flows` on top, the global settings after them.
-    ordered = {"clusters": doc.pop("clusters"), **({"flows": doc.pop("flows")} if "flows" in doc else {}), **doc}
-    return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1000)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The status probe on real clusters
-# ---------------------------------------------------------------------------------------------------------------
-class KafkaStatusProbe:
-    """:class:`StatusProbe` over the clusters' own APIs. It only reads: listing offsets and a group's committed
-    offsets joins no group, and tails are read by assignment without committing."""
-
-    # The answer is the exception: librdkafka's own retry chatter would bury the status table.
-    _QUIET = {"log_level": "0"}
-
-    def __init__(self, resolver: SecretResolver = default_secret_resolver, timeout: float = 10.0) -> None:
-        self._resolver = resolver
-        self._timeout = timeout
-        self._topics: dict[str, dict[str, TopicInfo]] = {}
-        self._admins: dict[str, AdminClient] = {}
-        self._unreachable: dict[str, Exception] = {}
-
-    def _admin(self, config: SrmConfig, alias: str) -> AdminClient:
-        if alias not in self._admins:
-            conf = {**admin_config(config, alias, None, self._resolver), **self._QUIET}
-            self._admins[alias] = build(AdminClient, conf, config, alias, "admin")
-        return self._admins[alias]
-
-    def topics(self, config: SrmConfig, alias: str) -> Mapping[str, TopicInfo]:
-        if alias in self._unreachable:  # asked once per status: a dead cluster costs one timeout, not one per flow
-            raise self._unreachable[alias]
-        if alias not in self._topics:
-            try:
-                self._topics[alias] = list_topics(self._admin(config, alias), timeout=self._timeout)
-            except (KafkaUnavailableError, ConfigError) as e:
-                self._unreachable[alias] = e
-                raise
-        return self._topics[alias]
-
-    def lag(self, config: SrmConfig, source: str, target: str, topics: Mapping[str, int]) -> dict[str, int | None]:
-        if source in self._unreachable:
-            raise self._unreachable[source]
-        admin = self._admin(config, source)
-        tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
-        latest = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=self._timeout)
-        earliest = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=self._timeout)
-        committed = {}
-        for topic, n in topics.items():  # one group per request (librdkafka); the requests run concurrently
-            group = mapping_group_id(source, target, topic)
-            request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(n)])
-            committed[topic] = admin.list_consumer_group_offsets([request], request_timeout=self._timeout)[group]
-        result: dict[str, int | None] = {}
-        for topic, n in topics.items():
-            try:
-                done = {tp.partition: tp.offset for tp in committed[topic].result(self._timeout).topic_partitions}
-                lag = 0
-                for p in range(n):
-                    tp = TopicPartition(topic, p)
-                    low = earliest[tp].result(self._timeout).offset
-                    high = latest[tp].result(self._timeout).offset
-                    # Nothing committed yet: the mapping starts at the log start; records below it are gone anyway.
-                    lag += max(0, high - max(done.get(p, -1), low))
-                result[topic] = lag
-            except (KafkaException, OSError) as e:
-                log.info("lag of %s unknown: %s", topic, e)
-                result[topic] = None
-        return result
-
-    def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None:
-        policy = config.policy(source, target)
-        remote = policy.format_remote_topic(source, policy.heartbeats_topic())
-        newest = None
-        for key, value, _ in self._tail(config, source, target, remote):
-            try:
-                beat = Heartbeat.decode(key, value)
-            except FormatError:
-                continue
-            if beat.source_alias == source:
-                newest = max(newest or 0, beat.timestamp)
-        return newest
-
-    def last_checkpoint(self, config: SrmConfig, source: str, target: str) -> int | None:
-        topic = config.policy(source, target).checkpoints_topic(source)
-        stamps = [timestamp for _, _, timestamp in self._tail(config, source, target, topic)]
-        return max(stamps) if stamps else None
-
-    def _tail(
-        self, config: SrmConfig, source: str, target: str, topic: str, last: int = 20
-    ) -> list[tuple[bytes | None, bytes | None, int]]:
-        """The last records of every partition of a topic on the target (none when it does not exist)."""
-        info = self.topics(config, target).get(topic)
-        if info is None:
-            return []
-        conf = consumer_config(config, target, (source, target), group_id="srm-control-status", resolver=self._resolver)
-        conf.update(self._QUIET)
-        consumer = build(Consumer, conf, config, target, "consumer")
-        out: list[tuple[bytes | None, bytes | None, int]] = []
-        try:
-            ends: dict[int, int] = {}
-            assignment = []
-            for p in range(info.partitions):
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self._timeout)
-                if high > low:
-                    ends[p] = high
-                    assignment.append(TopicPartition(topic, p, max(low, high - last)))
-            if not assignment:
-                return out
-            consumer.assign(assignment)
-            deadline = time.monotonic() + self._timeout
-            while ends and time.monotonic() < deadline:
-                for m in consumer.consume(500, timeout=0.5):
-                    if m.error() is None:
-                        out.append((m.key(), m.value(), m.timestamp()[1]))
-                    if m.offset() is not None and m.offset() + 1 >= ends.get(m.partition(), 0):
-                        ends.pop(m.partition(), None)
-                positions = consumer.position([TopicPartition(topic, p) for p in ends])
-                for tp in positions:
-                    if tp.offset >= ends.get(tp.partition, 0):
-                        ends.pop(tp.partition, None)
-        finally:
-            consumer.close()
-        return out

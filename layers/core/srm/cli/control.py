@@ -26,22 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from srm.config import ConfigError, flow_name, load_file, parse_flow_name
+from srm.config import flow_name, load_file, parse_flow_name
 from srm.config_store import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
-from srm.control import (
-    Control,
-    ControlError,
-    FilterEdit,
-    FilterKind,
-    FilterView,
-    FlowInfo,
-    FlowStatus,
-    KafkaStatusProbe,
-    PatternSetting,
-)
+from srm.control import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
 from srm.filters import parse_list
+from srm.kafka import KafkaStatusProbe
 from srm.local.store import STATE_DIR, local_store_url
+from srm.properties import ConfigError
 from srm.state import StateStore, create_state_table
+from srm.status import FlowStatus
 
 __all__ = ["COMMANDS", "Session", "UsageError", "build_parser", "main"]
 

@@ -7,7 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
-from srm.config import ConfigError, load_file
+from srm.config import load_file
+from srm.properties import ConfigError
 
 __all__ = ["main"]
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from srm.config import FlowSettings, SrmConfig
-from srm.event_sources import MappingConfig, ObservedMapping, mapping_group_id
 from srm.events import local_event_source_arn
 from srm.kafka import consumer_config
 from srm.local.event_source import EmulatedMapping, MappingSettings
+from srm.plans import MappingConfig, ObservedMapping, mapping_group_id
 
 if TYPE_CHECKING:
     from srm.app import App

@@ -22,10 +22,12 @@ from typing import Any
 
 import boto3
 
-from srm.config import ConfigError, Properties, SrmConfig, _is_sensitive, flow_name
+from srm.config import SrmConfig, flow_name
 from srm.config_store import ConfigStore, create_config_table
 from srm.kafka import KafkaUnavailableError, admin_config, build, list_topics
 from srm.local.store import STATE_DIR, LocalStore
+from srm.properties import ConfigError, Properties
+from srm.secrets import is_plain_secret
 from srm.state import create_state_table
 
 __all__ = ["LocalRuntime", "RuntimeOptions"]
@@ -51,7 +53,7 @@ def _secrets_to_env(props: Properties) -> tuple[Properties, dict[str, str]]:
     clean = Properties(source=props.source)
     env: dict[str, str] = {}
     for key, value in props.items():
-        if _is_sensitive(key) and value and not value.startswith("${"):
+        if is_plain_secret(key, value):
             name = f"SRM_SECRET_{len(env)}"
             env[name] = value
             value = f"${{env:{name}}}"

@@ -1,0 +1,169 @@
+"""The checkpoint function's use case: translate the source's consumer groups, emit MM2-format checkpoints, and
+sync idle groups on the target.
+
+Checkpoints go to ``<source alias>.checkpoints.internal`` on the target (MM2's wire format), and — while the group
+has no active members there — the translated offsets are committed to the same group on the target. The decisions
+are pure (:mod:`srm.checkpoints`); this module does the reading and writing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from srm.checkpoints import QuietProbe, StoredCheckpoint, is_more_recent, offsets_to_commit, translate_group
+from srm.config import FlowSettings
+from srm.formats import Checkpoint
+from srm.kafka import end_offsets, group_offsets
+from srm.policy import ReplicationPolicy
+from srm.state import StateStore
+
+__all__ = ["CheckpointContext", "CheckpointResult", "emit_checkpoints", "sync_group_offsets"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CheckpointContext:
+    """The checkpoint function's dependencies for one flow, built by :mod:`srm.app`."""
+
+    source: str
+    target: str
+    settings: FlowSettings
+    policy: ReplicationPolicy
+    source_admin: AdminClient
+    target_admin: AdminClient
+    producer: Producer  # to the target's checkpoints topic
+    state: StateStore
+    quiet: QuietProbe | None = None
+    now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+
+
+@dataclass
+class CheckpointResult:
+    groups: int = 0
+    checkpoints: int = 0
+    untranslatable: int = 0
+    synced: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "groups": self.groups,
+            "checkpoints": self.checkpoints,
+            "untranslatable": self.untranslatable,
+            "syncedGroups": sorted(self.synced),
+        }
+
+
+def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
+    """Translate, emit checkpoints (monotonic), and sync idle target groups when it is time to."""
+    result = CheckpointResult()
+    if not ctx.settings.enabled:
+        return result  # a disabled flow emits no checkpoints
+    group_filter = ctx.settings.group_filter()
+    groups = sorted(
+        g.group_id
+        for g in ctx.source_admin.list_consumer_groups(request_timeout=30).result().valid
+        if group_filter.should_replicate_group(g.group_id)
+    )
+    latest: dict[str, dict[tuple[str, int], StoredCheckpoint]] = {}
+    now = ctx.now_ms()
+    for group in groups:
+        translations = translate_group(
+            group,
+            group_offsets(ctx.source_admin, group),
+            source=ctx.source,
+            target=ctx.target,
+            settings=ctx.settings,
+            policy=ctx.policy,
+            state=ctx.state,
+            quiet=ctx.quiet,
+        )
+        if not translations:
+            continue
+        result.groups += 1
+        previous = ctx.state.checkpoints(ctx.source, ctx.target, group)
+        new: dict[tuple[str, int], StoredCheckpoint] = {}
+        for t in translations:
+            if t.downstream_offset is None:
+                result.untranslatable += 1
+                continue
+            if is_more_recent(t.upstream_offset, t.downstream_offset, previous.get((t.topic, t.partition))):
+                new[(t.topic, t.partition)] = StoredCheckpoint(
+                    t.upstream_offset, t.downstream_offset, t.remote_topic, t.metadata, now
+                )
+        if new:
+            _write_checkpoints(ctx, group, new)
+            ctx.state.put_checkpoints(ctx.source, ctx.target, group, new)
+            result.checkpoints += len(new)
+        latest[group] = {**previous, **new}
+    facts: dict[str, int | str] = {"last_checkpoint_ms": now}
+    if ctx.settings.sync_group_offsets_enabled and _sync_due(ctx, now):
+        result.synced = sync_group_offsets(ctx, latest)
+        facts["last_group_sync_ms"] = now
+    ctx.state.update_flow_status(ctx.source, ctx.target, **facts)
+    return result
+
+
+def _sync_due(ctx: CheckpointContext, now: int) -> bool:
+    last = ctx.state.flow_status(ctx.source, ctx.target).get("last_group_sync_ms", 0)
+    return now - int(last) >= ctx.settings.sync_group_offsets_interval_seconds * 1000 - 500
+
+
+def _write_checkpoints(
+    ctx: CheckpointContext, group: str, checkpoints: dict[tuple[str, int], StoredCheckpoint]
+) -> None:
+    topic = ctx.policy.checkpoints_topic(ctx.source)
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    for (_, partition), c in checkpoints.items():
+        record = Checkpoint(group, c.remote_topic, partition, c.upstream_offset, c.downstream_offset, c.metadata)
+        ctx.producer.produce(topic, record.value(), record.key(), partition=0, on_delivery=on_delivery)
+    remaining = ctx.producer.flush(ctx.settings.mirror_delivery_timeout_ms / 1000.0)
+    if errors or remaining:
+        reason = errors[0].str() if errors else f"{remaining} not acknowledged in time"
+        raise RuntimeError(f"checkpoints of {group} to {topic} on {ctx.target} failed: {reason}")
+
+
+def sync_group_offsets(
+    ctx: CheckpointContext, latest: dict[str, dict[tuple[str, int], StoredCheckpoint]]
+) -> dict[str, dict[tuple[str, int], int]]:
+    """Commit translated offsets to idle groups on the target: never an active group, never backwards, never past
+    the end of the remote partition. Returns what was committed, per group."""
+    if not latest:
+        return {}
+    described = ctx.target_admin.describe_consumer_groups(list(latest), request_timeout=30)
+    synced = {}
+    for group, checkpoints in latest.items():
+        try:
+            description = described[group].result()
+        except Exception as e:  # a group the target cannot describe is left alone this round
+            log.warning("cannot describe group %s on %s: %s", group, ctx.target, e)
+            continue
+        if description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD) or description.members:
+            log.info("group %s is active on %s: its offsets there are left alone", group, ctx.target)
+            continue
+        translated = {(c.remote_topic, p): c.downstream_offset for (_, p), c in checkpoints.items()}
+        committed = {k: v for k, (v, _) in group_offsets(ctx.target_admin, group).items()}
+        ends = end_offsets(ctx.target_admin, translated)
+        commit = offsets_to_commit(translated, committed, ends)
+        if not commit:
+            continue
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in commit.items()])
+        try:
+            ctx.target_admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
+        except Exception as e:  # e.g. a consumer joined meanwhile: the broker refuses, and that is right
+            log.warning("could not commit offsets of group %s on %s: %s", group, ctx.target, e)
+            continue
+        synced[group] = commit
+    return synced

@@ -1,0 +1,170 @@
+"""``srm-control status``: what each flow replicates and how far behind it is, from the state table and the clusters
+(through a :class:`StatusProbe`; :class:`srm.kafka.KafkaStatusProbe` asks real ones)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError, KafkaException
+
+from srm.config import SrmConfig, flow_name
+from srm.filters import should_replicate_topic
+from srm.kafka import KafkaUnavailableError
+from srm.plans import TopicInfo, plan_topics
+from srm.properties import ConfigError
+from srm.state import StateError, StateStore, TopicMappingRecord
+
+__all__ = ["FlowStatus", "StatusProbe", "TopicStatus", "flow_status"]
+
+# What asking a cluster may raise: it does not answer, a client cannot be built, a record does not decode.
+_PROBE_ERRORS = (KafkaException, KafkaUnavailableError, ConfigError, OSError, ValueError, RuntimeError)
+
+
+@dataclass(frozen=True)
+class TopicStatus:
+    topic: str
+    remote: str
+    partitions: int
+    lag: int | None  # records on the source not yet committed by the topic's event source mapping
+
+
+@dataclass(frozen=True)
+class FlowStatus:
+    source: str
+    target: str
+    enabled: bool
+    topics: tuple[TopicStatus, ...] | None  # None: the source could not be asked
+    last_heartbeat_ms: int | None = None  # the newest heartbeat replicated to the target (its emit time)
+    last_checkpoint_ms: int | None = None  # when the flow last emitted checkpoints
+    errors: tuple[str, ...] = ()
+    topics_from: str = "source"  # "state": the flow's topic mappings; "source": the source cluster's topics
+    heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat, when recorded
+
+    @property
+    def name(self) -> str:
+        return flow_name(self.source, self.target)
+
+    @property
+    def lag(self) -> int | None:
+        if self.topics is None or any(t.lag is None for t in self.topics):
+            return None
+        return sum(t.lag or 0 for t in self.topics)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.name,
+            "source": self.source,
+            "target": self.target,
+            "enabled": self.enabled,
+            "topicCount": None if self.topics is None else len(self.topics),
+            "lag": self.lag,
+            "topicsFrom": self.topics_from,
+            "lastHeartbeat": _iso(self.last_heartbeat_ms),
+            "heartbeatLatencyMs": self.heartbeat_latency_ms,
+            "lastCheckpoint": _iso(self.last_checkpoint_ms),
+            "topics": None
+            if self.topics is None
+            else [
+                {"topic": t.topic, "remoteTopic": t.remote, "partitions": t.partitions, "lag": t.lag}
+                for t in self.topics
+            ],
+            "errors": list(self.errors),
+        }
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+class StatusProbe(Protocol):
+    """What ``status`` asks the clusters (:class:`KafkaStatusProbe` asks real ones; tests pass their own)."""
+
+    def topics(self, config: SrmConfig, alias: str) -> Mapping[str, TopicInfo]: ...
+
+    def lag(self, config: SrmConfig, source: str, target: str, topics: Mapping[str, int]) -> dict[str, int | None]: ...
+
+    def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None: ...
+
+    def last_checkpoint(self, config: SrmConfig, source: str, target: str) -> int | None: ...
+
+
+def flow_status(
+    config: SrmConfig, probe: StatusProbe, state: StateStore | None, source: str, target: str
+) -> FlowStatus:
+    """What the flow replicates and how far behind it is. Topics come from the flow's topic mappings in the state
+    table (written by each topic sync) still selected by the current filters, or, before any topic sync, from the
+    source cluster's topics through the replicate decision; heartbeat and checkpoint times from the flow status
+    the functions record, or else from the newest records that reached the target."""
+    settings = config.settings(source, target)
+    policy = config.policy(source, target)
+    errors: list[str] = []
+    facts: Mapping[str, int | str] = {}
+    mappings: Mapping[str, TopicMappingRecord] = {}
+    if state is not None:
+        try:
+            facts, mappings = state.flow_status(source, target), state.topic_mappings(source, target)
+        except StateError as e:
+            errors.append(f"state table: {_reason(e)}")
+    selected: dict[str, tuple[str, int]] | None = None
+    topics_from = "state" if mappings else "source"
+    if mappings:
+        topic_filter = settings.topic_filter()
+        selected = {
+            t: (m.remote_topic, m.partitions)
+            for t, m in mappings.items()
+            if should_replicate_topic(t, target_alias=target, policy=policy, topic_filter=topic_filter)
+        }
+    else:
+        try:
+            plan = plan_topics(
+                probe.topics(config, source), source=source, target=target, policy=policy, settings=settings
+            )
+            selected = dict(plan.replicated)
+        except _PROBE_ERRORS as e:  # a cluster that does not answer is a status line, not a failure of the command
+            errors.append(f"source {source}: {_reason(e)}")
+    topics: tuple[TopicStatus, ...] | None = None
+    if selected is not None:
+        data = {t: rp for t, rp in sorted(selected.items()) if not policy.is_heartbeats_topic(t)}
+        lags: dict[str, int | None] = {}
+        try:
+            lags = probe.lag(config, source, target, {t: p for t, (_, p) in data.items()}) if data else {}
+        except _PROBE_ERRORS as e:
+            errors.append(f"source {source}: {_reason(e)}")
+        topics = tuple(TopicStatus(t, remote, p, lags.get(t)) for t, (remote, p) in data.items())
+    heartbeat, checkpoint = _fact(facts, "heartbeat_ms"), _fact(facts, "last_checkpoint_ms")
+    try:
+        if heartbeat is None:
+            heartbeat = probe.last_heartbeat(config, source, target)
+        if checkpoint is None:
+            checkpoint = probe.last_checkpoint(config, source, target)
+    except _PROBE_ERRORS as e:  # same: reported, the other flows still shown
+        errors.append(f"target {target}: {_reason(e)}")
+    return FlowStatus(
+        source,
+        target,
+        settings.enabled,
+        topics,
+        heartbeat,
+        checkpoint,
+        tuple(errors),
+        topics_from=topics_from,
+        heartbeat_latency_ms=_fact(facts, "heartbeat_latency_ms"),
+    )
+
+
+def _fact(facts: Mapping[str, int | str], name: str) -> int | None:
+    value = facts.get(name)
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _reason(e: Exception) -> str:
+    cause = e.__cause__ if isinstance(e.__cause__, KafkaException) else e
+    if isinstance(cause, KafkaException) and cause.args and isinstance(cause.args[0], KafkaError):
+        return f"no answer ({cause.args[0].str()})"
+    text = str(e)
+    return text.splitlines()[0] if text else type(e).__name__
