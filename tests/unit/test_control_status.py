@@ -15,7 +15,7 @@ from srm.config import SrmConfig
 from srm.config_store import ConfigStore, create_config_table
 from srm.control import Control
 from srm.export import format_properties, format_yaml
-from srm.kafka import KafkaUnavailableError
+from srm.kafka_admin import KafkaUnavailableError
 from srm.plans import TopicInfo
 from srm.properties import Properties, parse_properties_text, parse_yaml_text
 from srm.secrets import mask_secrets

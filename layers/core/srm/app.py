@@ -32,7 +32,9 @@ from srm.config import SrmConfig
 from srm.config_store import ConfigStore
 from srm.event_sources import LambdaEventSources
 from srm.heartbeats import HeartbeatEmitter
-from srm.kafka import KafkaClients, RemoteTopics, consumer_config, ensure_topic, quiet_probe
+from srm.kafka import KafkaClients, consumer_config
+from srm.kafka_admin import RemoteTopics, ensure_topic
+from srm.kafka_readers import quiet_probe
 from srm.mappings import EventSourceMappings
 from srm.mirror import MirrorTarget, TopicNotReplicatedError
 from srm.properties import ConfigError

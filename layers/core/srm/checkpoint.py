@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from srm.checkpoints import QuietProbe, StoredCheckpoint, is_more_recent, offsets_to_commit, translate_group
 from srm.config import FlowSettings
 from srm.formats import Checkpoint
-from srm.kafka import end_offsets, group_offsets
+from srm.kafka_admin import end_offsets, group_offsets
 from srm.policy import ReplicationPolicy
 from srm.state import StateStore
 

@@ -7,7 +7,8 @@ from confluent_kafka.admin import AdminClient
 
 from srm.config import SrmConfig
 from srm.filters import should_replicate_topic
-from srm.kafka import admin_config, build, group_offsets
+from srm.kafka import admin_config, build
+from srm.kafka_admin import group_offsets
 from srm.remote_cluster import CheckpointedOffset, MirrorClient
 from srm.secrets import SecretResolver
 

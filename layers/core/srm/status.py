@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from srm.config import SrmConfig, flow_name
 from srm.filters import should_replicate_topic
-from srm.kafka import KafkaUnavailableError
+from srm.kafka_admin import KafkaUnavailableError
 from srm.plans import TopicInfo, plan_topics
 from srm.properties import ConfigError
 from srm.state import StateError, StateStore, TopicMappingRecord

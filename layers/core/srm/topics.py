@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient
 
 from srm.acls import AclSyncResult, TopicAcls
 from srm.config import FlowSettings
-from srm.kafka import RemoteTopics, list_topics, sync_topic_configs
+from srm.kafka_admin import RemoteTopics, list_topics, sync_topic_configs
 from srm.loops import came_from, keeps_name
 from srm.mappings import EventSourceMappings, MappingSyncResult, sync_mappings
 from srm.plans import TopicInfo, TopicPlan, plan_topics

@@ -30,7 +30,7 @@ from srm.config import flow_name, load_file, parse_flow_name
 from srm.config_store import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
 from srm.control import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
 from srm.filters import parse_list
-from srm.kafka import KafkaStatusProbe
+from srm.kafka_readers import KafkaStatusProbe
 from srm.local.store import STATE_DIR, local_store_url
 from srm.properties import ConfigError
 from srm.state import StateStore, create_state_table

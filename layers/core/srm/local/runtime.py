@@ -24,7 +24,8 @@ import boto3
 
 from srm.config import SrmConfig, flow_name
 from srm.config_store import ConfigStore, create_config_table
-from srm.kafka import KafkaUnavailableError, admin_config, build, list_topics
+from srm.kafka import admin_config, build
+from srm.kafka_admin import KafkaUnavailableError, list_topics
 from srm.local.store import STATE_DIR, LocalStore
 from srm.properties import ConfigError, Properties
 from srm.secrets import is_plain_secret

@@ -1,0 +1,264 @@
+"""Admin requests srm makes: topics, partitions, topic configs, consumer group offsets, remote topics."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+from srm.filters import PatternList
+from srm.plans import TopicInfo, config_changes, explicit_configs, replicable_configs
+
+__all__ = [
+    "GroupOffsets",
+    "KafkaUnavailableError",
+    "RemoteTopics",
+    "broker_count",
+    "create_partitions",
+    "describe_topic_configs",
+    "end_offsets",
+    "ensure_topic",
+    "group_offsets",
+    "list_topics",
+    "sync_topic_configs",
+]
+
+log = logging.getLogger(__name__)
+
+
+def list_topics(admin: AdminClient, timeout: float = 15.0) -> dict[str, TopicInfo]:
+    """Every topic of the cluster with its partition count (one metadata request)."""
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot list topics: {e.args[0]}") from e
+    return {
+        name: TopicInfo(name, len(t.partitions))
+        for name, t in md.topics.items()
+        if t.error is None or t.error.code() == KafkaError.NO_ERROR
+    }
+
+
+def broker_count(admin: AdminClient, timeout: float = 15.0) -> int:
+    try:
+        return len(admin.list_topics(timeout=timeout).brokers)
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot read cluster metadata: {e.args[0]}") from e
+
+
+class KafkaUnavailableError(RuntimeError):
+    """A cluster did not answer in time (retriable)."""
+
+
+def ensure_topic(
+    admin: AdminClient,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> bool:
+    """Create the topic if it does not exist; True when this call created it. The replication factor is capped
+    at the number of brokers (a single-broker dev cluster cannot hold 3 replicas)."""
+    brokers = broker_count(admin, timeout)
+    rf = replication_factor if replication_factor == -1 else max(1, min(replication_factor, brokers))
+    if rf != replication_factor:
+        log.warning(
+            "topic %s: replication factor %d capped at the %d broker(s) available", name, replication_factor, brokers
+        )
+    future = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=rf, config=dict(configs or {}))],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )[name]
+    try:
+        future.result()
+        return True
+    except KafkaException as e:
+        if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise
+
+
+def create_partitions(admin: AdminClient, name: str, total: int, timeout: float = 30.0) -> None:
+    future = admin.create_partitions([NewPartitions(name, total)], operation_timeout=timeout, request_timeout=timeout)[
+        name
+    ]
+    try:
+        future.result()
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.INVALID_PARTITIONS:  # someone else grew it first
+            raise
+
+
+def describe_topic_configs(
+    admin: AdminClient, names: Iterable[str], timeout: float = 30.0, *, skip_failed: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Configs of several topics in one request. A topic that cannot be described (just deleted) raises, or with
+    ``skip_failed`` is logged and left out."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in sorted(set(names))]
+    if not resources:
+        return {}
+    result: dict[str, dict[str, Any]] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
+        try:
+            result[resource.name] = future.result(timeout)
+        except KafkaException as e:
+            if not skip_failed:
+                raise
+            log.warning("cannot describe the configs of topic %s: %s", resource.name, e.args[0])
+    return result
+
+
+# (topic, partition) → (committed offset, metadata)
+GroupOffsets = dict[tuple[str, int], tuple[int, str]]
+
+
+def group_offsets(admin: AdminClient, group: str, timeout: float = 30.0) -> GroupOffsets:
+    """A group's committed offsets (partitions without a committed offset are left out)."""
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)[group]
+    result = future.result()
+    return {
+        (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+        for tp in result.topic_partitions or []
+        if tp.offset is not None and tp.offset >= 0
+    }
+
+
+def end_offsets(admin: AdminClient, partitions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    if not partitions:
+        return {}
+    futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}, request_timeout=30)
+    ends = {}
+    for tp, future in futures.items():
+        try:
+            ends[(tp.topic, tp.partition)] = future.result().offset
+        except Exception as e:  # a missing remote partition: nothing to commit there
+            log.warning("no end offset for %s-%d: %s", tp.topic, tp.partition, e)
+    return ends
+
+
+_UNSUPPORTED = (KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE)
+
+
+def sync_topic_configs(
+    source_admin: AdminClient,
+    target_admin: AdminClient,
+    remote_topics: Mapping[str, str],
+    set_before: Mapping[str, Mapping[str, str]],
+    exclude: PatternList,
+    timeout: float = 30.0,
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Bring the configs of the remote topics (source topic → remote topic) in line with their source topics.
+
+    Returns, for every topic whose remote topic is in sync now, the configs srm holds on it — topics that could not
+    be described or altered are left out (their previous record stands) and retried next time — and the remote
+    topics whose configs were changed."""
+    source_configs = describe_topic_configs(source_admin, remote_topics, timeout, skip_failed=True)
+    target_configs = describe_topic_configs(target_admin, remote_topics.values(), timeout, skip_failed=True)
+    held: dict[str, dict[str, str]] = {}
+    resources: dict[str, ConfigResource] = {}
+    for topic, remote in remote_topics.items():
+        if topic not in source_configs or remote not in target_configs:
+            continue
+        wanted = replicable_configs(source_configs[topic], exclude)
+        changes = config_changes(
+            wanted, explicit_configs(target_configs[remote]), set(set_before.get(topic, {})), exclude
+        )
+        held[topic] = wanted
+        if changes:
+            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in changes.set.items()]
+            entries += [
+                ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in sorted(changes.delete)
+            ]
+            resources[topic] = ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries)
+            log.info(
+                "topic %s: config %s%s",
+                remote,
+                ", ".join(f"{k}={v}" for k, v in changes.set.items()) or "",
+                f" (reset: {', '.join(sorted(changes.delete))})" if changes.delete else "",
+            )
+    if resources:
+        futures = target_admin.incremental_alter_configs(list(resources.values()), request_timeout=timeout)
+        by_remote = {r.name: t for t, r in resources.items()}
+        for resource, future in futures.items():
+            try:
+                future.result(timeout)
+            except KafkaException as e:
+                err = e.args[0]
+                if isinstance(err, KafkaError) and err.code() in _UNSUPPORTED:
+                    raise  # as MM2: a target without IncrementalAlterConfigs cannot have its configs synced
+                log.warning("cannot alter the configs of topic %s: %s", resource.name, err)
+                held.pop(by_remote[resource.name], None)
+    return held, sorted(r.name for t, r in resources.items() if t in held)
+
+
+class RemoteTopics:
+    """Ensures remote topics exist with enough partitions; remembers what it has seen (per container).
+
+    A remote topic is created with the source topic's partition count and its explicitly set configs (so, say,
+    ``retention.ms`` or ``cleanup.policy=compact`` hold on the target from the first record)."""
+
+    def __init__(
+        self, source_admin: AdminClient, target_admin: AdminClient, replication_factor: int, config_exclude: PatternList
+    ) -> None:
+        self._source = source_admin
+        self._target = target_admin
+        self._replication_factor = replication_factor
+        self._exclude = config_exclude
+        self._known: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def ensure(self, source_topic: str, remote_topic: str, min_partitions: int) -> None:
+        """The mirror's check before writing a batch: cheap when the remote topic is known to be big enough."""
+        with self._lock:
+            if self._known.get(remote_topic, 0) >= min_partitions:
+                return
+        source_partitions = list_topics(self._source).get(source_topic)
+        wanted = max(min_partitions, source_partitions.partitions if source_partitions else 0)
+        self.ensure_partitions(source_topic, remote_topic, wanted)
+
+    def ensure_partitions(
+        self,
+        source_topic: str,
+        remote_topic: str,
+        partitions: int,
+        target_topics: Mapping[str, TopicInfo] | None = None,
+    ) -> bool:
+        """Create or grow the remote topic; True when this call created it. ``target_topics`` (the target's topics,
+        listed once by the caller) saves a metadata request per topic."""
+        current = (target_topics if target_topics is not None else list_topics(self._target)).get(remote_topic)
+        created = False
+        if current is None:
+            configs = replicable_configs(
+                describe_topic_configs(self._source, [source_topic]).get(source_topic, {}), self._exclude
+            )
+            created = ensure_topic(self._target, remote_topic, partitions, self._replication_factor, configs)
+            if created:
+                log.info("created remote topic %s with %d partitions", remote_topic, partitions)
+            current = list_topics(self._target).get(remote_topic) or TopicInfo(remote_topic, partitions)
+        if current.partitions < partitions:
+            create_partitions(self._target, remote_topic, partitions)
+            log.info("grew remote topic %s from %d to %d partitions", remote_topic, current.partitions, partitions)
+        elif current.partitions > partitions:
+            log.warning(
+                "remote topic %s has %d partitions, more than the source's %d; left as is (partitions never shrink)",
+                remote_topic,
+                current.partitions,
+                partitions,
+            )
+        with self._lock:
+            self._known[remote_topic] = max(partitions, current.partitions)
+        return created

@@ -1,0 +1,166 @@
+"""Reading records back: whether a range of a partition holds anything deliverable (the quiet probe), and the tails
+``srm-control status`` reads."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    OffsetSpec,
+)
+
+from srm.config import SrmConfig
+from srm.formats import FormatError, Heartbeat
+from srm.kafka import admin_config, build, consumer_config
+from srm.kafka_admin import KafkaUnavailableError, list_topics
+from srm.plans import TopicInfo, mapping_group_id
+from srm.properties import ConfigError
+from srm.secrets import SecretResolver, default_secret_resolver
+
+__all__ = ["KafkaStatusProbe", "quiet_probe"]
+
+log = logging.getLogger(__name__)
+
+
+def quiet_probe(consumer_config: dict[str, str], timeout: float = 5.0) -> Callable[[str, int, int, int], bool]:
+    """Asks the source whether a partition holds no deliverable record in ``[start, end)`` — e.g. only a
+    transaction marker — by reading it with the mirror's isolation level. Unsure means no."""
+
+    def probe(topic: str, partition: int, start: int, end: int) -> bool:
+        consumer = Consumer({**consumer_config, "enable.auto.commit": "false"})
+        try:
+            tp = TopicPartition(topic, partition, start)
+            consumer.assign([tp])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                for msg in consumer.consume(1, timeout=0.2):
+                    if msg.error() is None:
+                        return (msg.offset() or 0) >= end
+                position = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if position >= end:
+                    return True
+            return False
+        finally:
+            consumer.close()
+
+    return probe
+
+
+class KafkaStatusProbe:
+    """:class:`StatusProbe` over the clusters' own APIs. It only reads: listing offsets and a group's committed
+    offsets joins no group, and tails are read by assignment without committing."""
+
+    # The answer is the exception: librdkafka's own retry chatter would bury the status table.
+    _QUIET = {"log_level": "0"}
+
+    def __init__(self, resolver: SecretResolver = default_secret_resolver, timeout: float = 10.0) -> None:
+        self._resolver = resolver
+        self._timeout = timeout
+        self._topics: dict[str, dict[str, TopicInfo]] = {}
+        self._admins: dict[str, AdminClient] = {}
+        self._unreachable: dict[str, Exception] = {}
+
+    def _admin(self, config: SrmConfig, alias: str) -> AdminClient:
+        if alias not in self._admins:
+            conf = {**admin_config(config, alias, None, self._resolver), **self._QUIET}
+            self._admins[alias] = build(AdminClient, conf, config, alias, "admin")
+        return self._admins[alias]
+
+    def topics(self, config: SrmConfig, alias: str) -> Mapping[str, TopicInfo]:
+        if alias in self._unreachable:  # asked once per status: a dead cluster costs one timeout, not one per flow
+            raise self._unreachable[alias]
+        if alias not in self._topics:
+            try:
+                self._topics[alias] = list_topics(self._admin(config, alias), timeout=self._timeout)
+            except (KafkaUnavailableError, ConfigError) as e:
+                self._unreachable[alias] = e
+                raise
+        return self._topics[alias]
+
+    def lag(self, config: SrmConfig, source: str, target: str, topics: Mapping[str, int]) -> dict[str, int | None]:
+        if source in self._unreachable:
+            raise self._unreachable[source]
+        admin = self._admin(config, source)
+        tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+        latest = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=self._timeout)
+        earliest = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=self._timeout)
+        committed = {}
+        for topic, n in topics.items():  # one group per request (librdkafka); the requests run concurrently
+            group = mapping_group_id(source, target, topic)
+            request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(n)])
+            committed[topic] = admin.list_consumer_group_offsets([request], request_timeout=self._timeout)[group]
+        result: dict[str, int | None] = {}
+        for topic, n in topics.items():
+            try:
+                done = {tp.partition: tp.offset for tp in committed[topic].result(self._timeout).topic_partitions}
+                lag = 0
+                for p in range(n):
+                    tp = TopicPartition(topic, p)
+                    low = earliest[tp].result(self._timeout).offset
+                    high = latest[tp].result(self._timeout).offset
+                    # Nothing committed yet: the mapping starts at the log start; records below it are gone anyway.
+                    lag += max(0, high - max(done.get(p, -1), low))
+                result[topic] = lag
+            except (KafkaException, OSError) as e:
+                log.info("lag of %s unknown: %s", topic, e)
+                result[topic] = None
+        return result
+
+    def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None:
+        policy = config.policy(source, target)
+        remote = policy.format_remote_topic(source, policy.heartbeats_topic())
+        newest = None
+        for key, value, _ in self._tail(config, source, target, remote):
+            try:
+                beat = Heartbeat.decode(key, value)
+            except FormatError:
+                continue
+            if beat.source_alias == source:
+                newest = max(newest or 0, beat.timestamp)
+        return newest
+
+    def last_checkpoint(self, config: SrmConfig, source: str, target: str) -> int | None:
+        topic = config.policy(source, target).checkpoints_topic(source)
+        stamps = [timestamp for _, _, timestamp in self._tail(config, source, target, topic)]
+        return max(stamps) if stamps else None
+
+    def _tail(
+        self, config: SrmConfig, source: str, target: str, topic: str, last: int = 20
+    ) -> list[tuple[bytes | None, bytes | None, int]]:
+        """The last records of every partition of a topic on the target (none when it does not exist)."""
+        info = self.topics(config, target).get(topic)
+        if info is None:
+            return []
+        conf = consumer_config(config, target, (source, target), group_id="srm-control-status", resolver=self._resolver)
+        conf.update(self._QUIET)
+        consumer = build(Consumer, conf, config, target, "consumer")
+        out: list[tuple[bytes | None, bytes | None, int]] = []
+        try:
+            ends: dict[int, int] = {}
+            assignment = []
+            for p in range(info.partitions):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self._timeout)
+                if high > low:
+                    ends[p] = high
+                    assignment.append(TopicPartition(topic, p, max(low, high - last)))
+            if not assignment:
+                return out
+            consumer.assign(assignment)
+            deadline = time.monotonic() + self._timeout
+            while ends and time.monotonic() < deadline:
+                for m in consumer.consume(500, timeout=0.5):
+                    if m.error() is None:
+                        out.append((m.key(), m.value(), m.timestamp()[1]))
+                    if m.offset() is not None and m.offset() + 1 >= ends.get(m.partition(), 0):
+                        ends.pop(m.partition(), None)
+                positions = consumer.position([TopicPartition(topic, p) for p in ends])
+                for tp in positions:
+                    if tp.offset >= ends.get(tp.partition, 0):
+                        ends.pop(tp.partition, None)
+        finally:
+            consumer.close()
+        return out
