@@ -22,7 +22,9 @@ test: install lint
 
 lint: install
 	$(BIN)/ruff check layers tests functions bench
+	$(BIN)/ruff format --check layers tests functions bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: install
 	$(BIN)/python -m bench

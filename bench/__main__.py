@@ -92,9 +92,9 @@ def _flow_properties(source: str, target: str, bootstraps: tuple[str, str]) -> d
 
 def _client_configs(bootstraps: tuple[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """The mirror's producer settings (to the target) and the event source's consumer settings (on the source)."""
-    from srm.config import SrmConfig
-    from srm.kafka import consumer_config, producer_config
-    from srm.properties import Properties
+    from srm.config.parsing import Properties
+    from srm.config.settings import SrmConfig
+    from srm.kafka.clients import consumer_config, producer_config
 
     config = SrmConfig.from_properties(Properties.of(_flow_properties("src", "dst", bootstraps)))
     settings = config.settings("src", "dst")
@@ -183,7 +183,7 @@ def main() -> int:
         if "handler" in only:
             labels["handler"] = "handler alone (pre-built 6 MB events)"
             labels["handler_with_decode"] = "handler + Lambda's JSON decode of the event"
-            from srm.events import local_event_source_arn
+            from srm.core.events import local_event_source_arn
 
             batches = {
                 name: build_events(bootstraps[0], w, consumer_conf, local_event_source_arn("hsrc"))
@@ -205,35 +205,51 @@ def main() -> int:
                 paths["handler_with_decode"][name] = decoded.as_json()
                 events_per_gb = 1e9 / (w.record_bytes * result.extra["records_per_event"])
                 results["cost"][name] = _cost(paths["handler_with_decode"][name], events_per_gb)
-                print(f"handler {name}: {result.records_per_s:,.0f} records/s "
-                      f"({decoded.records_per_s:,.0f} with the JSON decode)", flush=True)
+                print(
+                    f"handler {name}: {result.records_per_s:,.0f} records/s "
+                    f"({decoded.records_per_s:,.0f} with the JSON decode)",
+                    flush=True,
+                )
             del batches
             facts["handler_state"] = "moto in-process (mock_aws): one state write per batch per partition"
 
         if "e2e" in only:
             scenarios = []
             for name, w in workloads.items():
-                scenarios.append((
-                    "e2e",
-                    f"end to end: srm run, BatchSize 10,000, window {args.window_ms} ms",
-                    name,
-                    Scenario(f"e2e-{name}", f"e{name[0]}src", f"e{name[0]}dst", 10_000, args.window_ms, (w,),
-                             live=live if name == "small" else None, live_seconds=args.live_seconds),
-                ))
+                scenarios.append(
+                    (
+                        "e2e",
+                        f"end to end: srm run, BatchSize 10,000, window {args.window_ms} ms",
+                        name,
+                        Scenario(
+                            f"e2e-{name}",
+                            f"e{name[0]}src",
+                            f"e{name[0]}dst",
+                            10_000,
+                            args.window_ms,
+                            (w,),
+                            live=live if name == "small" else None,
+                            live_seconds=args.live_seconds,
+                        ),
+                    )
+                )
             if not args.no_default_batch and "small" in workloads:
-                scenarios.append((
-                    "e2e_default_batch",
-                    "end to end: srm run, BatchSize 100, window 500 ms (Lambda's defaults)",
-                    "small",
-                    Scenario("e2e-default", "dsrc", "ddst", 100, 500, (workloads["small"],), time_box_s=20.0),
-                ))
+                scenarios.append(
+                    (
+                        "e2e_default_batch",
+                        "end to end: srm run, BatchSize 100, window 500 ms (Lambda's defaults)",
+                        "small",
+                        Scenario("e2e-default", "dsrc", "ddst", 100, 500, (workloads["small"],), time_box_s=20.0),
+                    )
+                )
             for key, label, name, scenario in scenarios:
                 labels[key] = label
                 print(f"{label}: {name} …", flush=True)
                 backlog, live_result, run_facts = run_scenario(scenario, bootstraps, workdir / scenario.name)
                 paths.setdefault(key, {})[name] = backlog.as_json()
                 facts[scenario.name] = run_facts | {
-                    "batch_size": scenario.batch_size, "batching_window_ms": scenario.batching_window_ms
+                    "batch_size": scenario.batch_size,
+                    "batching_window_ms": scenario.batching_window_ms,
                 }
                 print(f"  {backlog.records_per_s:,.0f} records/s", flush=True)
                 if live_result is not None:

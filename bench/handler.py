@@ -28,7 +28,7 @@ MAX_PAYLOAD = 6 * 1024 * 1024  # Lambda's invoke payload limit
 
 def build_events(source: str, workload: Workload, consumer_conf: dict[str, str], source_arn: str) -> list[bytes]:
     """The events the event source would send for the whole topic, as payload bytes."""
-    from srm.events import EventBuilder
+    from srm.core.events import EventBuilder
 
     consumer = Consumer({**consumer_conf, "group.id": "srm-bench-events"})
     consumer.assign([TopicPartition(workload.topic, p, OFFSET_BEGINNING) for p in range(workload.partitions)])
@@ -47,7 +47,14 @@ def build_events(source: str, workload: Workload, consumer_conf: dict[str, str],
                     events.append(builder.to_bytes())
                     builder = EventBuilder(source_arn, source, MAX_PAYLOAD)
                 builder.add(
-                    workload.topic, m.partition(), m.offset(), m.timestamp()[1], "CREATE_TIME", key, value, headers,
+                    workload.topic,
+                    m.partition(),
+                    m.offset(),
+                    m.timestamp()[1],
+                    "CREATE_TIME",
+                    key,
+                    value,
+                    headers,
                     estimate,
                 )
     finally:
@@ -80,11 +87,11 @@ def run_handler(
     from moto import mock_aws
 
     from srm.app import App
-    from srm.config import SrmConfig
-    from srm.config_store import ConfigStore, create_config_table
+    from srm.aws.config_table import ConfigStore, create_config_table
+    from srm.aws.state import create_state_table
+    from srm.config.parsing import Properties
+    from srm.config.settings import SrmConfig
     from srm.local.event_source import LocalContext
-    from srm.properties import Properties
-    from srm.state import create_state_table
 
     results: dict[str, PathResult] = {}
     env = {

@@ -65,9 +65,9 @@ class Workload:
         return f"{self.name} ({self.records:,} × {size})"
 
 
-def record_stream(workload: Workload, start: int = 0, count: int | None = None, seed: int = 7) -> Iterator[
-    tuple[int, bytes, bytes, list[Header]]
-]:
+def record_stream(
+    workload: Workload, start: int = 0, count: int | None = None, seed: int = 7
+) -> Iterator[tuple[int, bytes, bytes, list[Header]]]:
     """``(partition, key, value, headers)`` of records ``start …``: partition round-robin, a customer key, a value of
     exactly ``value_bytes`` and three headers (a trace id, a constant, the sequence number)."""
     corpus = _corpus(1 << 22, seed)

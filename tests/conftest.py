@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.state import StateStore, create_state_table
+from srm.aws.state import StateStore, create_state_table
 from tests.support.clusters import Cluster, running_clusters, using_external_clusters
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from srm.formats import Checkpoint
+from srm.mm2.formats import Checkpoint
 from tests.support.kafka import create_topic, read_partition, unique, wait_for, wait_replicated
 from tests.support.runtime import SrmRun, write_config
 
@@ -48,12 +48,20 @@ def produce_transactions(bootstrap: str, topic: str, partition: int, batches: li
             producer.abort_transaction(30)
 
 
-def consume_and_commit(bootstrap: str, group: str, topic: str, how_many: dict[int, int],
-                       resume: bool = False) -> dict[int, list[bytes]]:
+def consume_and_commit(
+    bootstrap: str, group: str, topic: str, how_many: dict[int, int], resume: bool = False
+) -> dict[int, list[bytes]]:
     """A consumer of ``group`` reads ``how_many[p]`` records of each partition — from the log start, or from the
     group's committed offsets when ``resume`` — commits its position, and leaves. Returns what it read."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     read: dict[int, list[bytes]] = {p: [] for p in how_many}
     try:
         for p, n in how_many.items():
@@ -76,8 +84,15 @@ def consume_and_commit(bootstrap: str, group: str, topic: str, how_many: dict[in
 
 def consume_rest(bootstrap: str, group: str, topic: str, partitions: int, expected: dict[int, int]) -> dict[int, list]:
     """A consumer of ``group`` resumes from the group's committed offsets and reads to the end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     try:
         committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
@@ -104,12 +119,16 @@ def committed_on(bootstrap: str, group: str, topic: str, partitions: int) -> dic
 
 
 def wait_group_synced(bootstrap: str, group: str, topic: str, partitions: int, timeout: float = 60) -> dict[int, int]:
-    return wait_for(lambda: (c := committed_on(bootstrap, group, topic, partitions)) and len(c) == partitions and c,
-                    timeout, message=f"{group} offsets on {topic}")
+    return wait_for(
+        lambda: (c := committed_on(bootstrap, group, topic, partitions)) and len(c) == partitions and c,
+        timeout,
+        message=f"{group} offsets on {topic}",
+    )
 
 
-def assert_exactly_the_rest(source_records: dict[int, list[bytes]], read_before: dict[int, list[bytes]],
-                            read_after: dict[int, list[bytes]]) -> None:
+def assert_exactly_the_rest(
+    source_records: dict[int, list[bytes]], read_before: dict[int, list[bytes]], read_after: dict[int, list[bytes]]
+) -> None:
     """What the group read after failing over is exactly what it had not read: 0 duplicates, 0 skipped, in order."""
     for p, everything in source_records.items():
         before, after = read_before.get(p, []), read_after.get(p, [])
@@ -121,8 +140,9 @@ def assert_exactly_the_rest(source_records: dict[int, list[bytes]], read_before:
 
 
 # -- tests -------------------------------------------------------------------------------------------------------
-def test_failover_group_resumes_on_target_exactly_across_truncation_transactions_and_plain(fresh_clusters,
-                                                                                          tmp_path: Path):
+def test_failover_group_resumes_on_target_exactly_across_truncation_transactions_and_plain(
+    fresh_clusters, tmp_path: Path
+):
     # GIVEN three partitions: p0 truncated by DeleteRecords, p1 holding committed and aborted transactions, p2 plain
     a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
     topic, group = unique("orders"), unique("app")
@@ -138,8 +158,7 @@ def test_failover_group_resumes_on_target_exactly_across_truncation_transactions
     read_before = consume_and_commit(a, group, topic, {0: 25, 1: 30, 2: 41})
 
     # WHEN the flow replicates and checkpoints, and the group then consumes on the target
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}},
-                          **FAST)
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST)
     with SrmRun(config, tmp_path):
         wait_replicated(a, topic, b, f"a.{topic}")
         wait_group_synced(b, group, f"a.{topic}", 3)
@@ -159,8 +178,13 @@ def test_failover_lagging_group_near_the_start_translates_exactly(fresh_clusters
     read_before = consume_and_commit(a, group, topic, {0: 1})
 
     # WHEN replicated with small batches (many runs, since markers break contiguity) and checkpointed
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}},
-                          **FAST, **{"event.source.batch.size": 20})
+    config = write_config(
+        tmp_path / "srm.yaml",
+        {"a": a, "b": b},
+        {"a->b": {"topics": topic, "groups": group}},
+        **FAST,
+        **{"event.source.batch.size": 20},
+    )
     with SrmRun(config, tmp_path):
         wait_replicated(a, topic, b, f"a.{topic}")
         wait_group_synced(b, group, f"a.{topic}", 1)
@@ -170,8 +194,9 @@ def test_failover_lagging_group_near_the_start_translates_exactly(fresh_clusters
     assert_exactly_the_rest(source, read_before, read_after)
 
 
-def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not_moved_back(fresh_clusters,
-                                                                                         tmp_path: Path):
+def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not_moved_back(
+    fresh_clusters, tmp_path: Path
+):
     a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
     topic = unique("orders")
     active, ahead, idle = unique("active"), unique("ahead"), unique("idle")
@@ -183,17 +208,31 @@ def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not
     # GIVEN on the target: `active` has a live member before srm starts; `ahead` already committed further than
     # any translation will say (the remote topic exists up front so the member can join its group)
     create_topic(b, remote, 1)
-    member = Consumer({"bootstrap.servers": b, "group.id": active, "enable.auto.commit": False,
-                       "auto.offset.reset": "latest", "topic.metadata.refresh.interval.ms": 1000})
+    member = Consumer(
+        {
+            "bootstrap.servers": b,
+            "group.id": active,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
     member.subscribe([remote])
     admin = AdminClient({"bootstrap.servers": b})
-    wait_for(lambda: member.poll(0.2) is None and admin.describe_consumer_groups([active])[active].result().members,
-             30, message="active member joined")
+    wait_for(
+        lambda: member.poll(0.2) is None and admin.describe_consumer_groups([active])[active].result().members,
+        30,
+        message="active member joined",
+    )
     holder = Consumer({"bootstrap.servers": b, "group.id": ahead, "enable.auto.commit": False})
     holder.commit(offsets=[TopicPartition(remote, 0, 90)], asynchronous=False)
     holder.close()
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b},
-                          {"a->b": {"topics": topic, "groups": f"{active}|{ahead}|{idle}"}}, **FAST)
+    config = write_config(
+        tmp_path / "srm.yaml",
+        {"a": a, "b": b},
+        {"a->b": {"topics": topic, "groups": f"{active}|{ahead}|{idle}"}},
+        **FAST,
+    )
     try:
         with SrmRun(config, tmp_path):
             # WHEN replication and several sync intervals pass (the idle group gets synced: proof the sync ran)
@@ -217,9 +256,12 @@ def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(fr
     produce_values(a, topic, 0, [f"p0-{i}".encode() for i in range(60)])
     produce_transactions(a, topic, 1, [([f"p1-{t}-{i}".encode() for i in range(10)], True) for t in range(6)])
     read_on_a = consume_and_commit(a, group, topic, {0: 20, 1: 15})
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b},
-                          {"a->b": {"topics": ".*", "groups": group}, "b->a": {"topics": ".*", "groups": group}},
-                          **FAST)
+    config = write_config(
+        tmp_path / "srm.yaml",
+        {"a": a, "b": b},
+        {"a->b": {"topics": ".*", "groups": group}, "b->a": {"topics": ".*", "groups": group}},
+        **FAST,
+    )
     with SrmRun(config, tmp_path):
         wait_replicated(a, topic, b, f"a.{topic}")
         # failover: the group moves to b and consumes some more there
@@ -227,9 +269,15 @@ def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(fr
         read_on_b = consume_and_commit(b, group, f"a.{topic}", {0: 30, 1: 30}, resume=True)
         # failback: the checkpoint of flow b->a translates its progress on a.<topic> back to <topic> on a
         expected = {p: len(read_on_a[p]) + len(read_on_b[p]) for p in range(2)}
-        wait_for(lambda: committed_on(a, group, topic, 2) and all(
-            committed_on(a, group, topic, 2).get(p, -1) >= 0 for p in range(2)) and
-            _positions_reached(a, group, topic, expected), 60, message="failback offsets on a")
+        wait_for(
+            lambda: (
+                committed_on(a, group, topic, 2)
+                and all(committed_on(a, group, topic, 2).get(p, -1) >= 0 for p in range(2))
+                and _positions_reached(a, group, topic, expected)
+            ),
+            60,
+            message="failback offsets on a",
+        )
     source = {p: values_of(read_partition(a, topic, p)) for p in range(2)}
     read_back_on_a = consume_rest(a, group, topic, 2, {p: len(source[p]) - expected[p] for p in range(2)})
     before = {p: read_on_a[p] + read_on_b[p] for p in range(2)}
@@ -239,8 +287,10 @@ def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(fr
 def _positions_reached(bootstrap: str, group: str, topic: str, records_read: dict[int, int]) -> bool:
     """The group's committed offsets on ``topic`` are past at least ``records_read`` records per partition."""
     committed = committed_on(bootstrap, group, topic, len(records_read))
-    return all(p in committed and len([r for r in read_partition(bootstrap, topic, p) if r.offset < committed[p]]) >= n
-               for p, n in records_read.items())
+    return all(
+        p in committed and len([r for r in read_partition(bootstrap, topic, p) if r.offset < committed[p]]) >= n
+        for p, n in records_read.items()
+    )
 
 
 def test_checkpoint_records_equal_golden_bytes_of_mm2_schema(fresh_clusters, tmp_path: Path):
@@ -249,12 +299,14 @@ def test_checkpoint_records_equal_golden_bytes_of_mm2_schema(fresh_clusters, tmp
     create_topic(a, topic, 1)
     produce_values(a, topic, 0, [f"v{i}".encode() for i in range(50)])
     consume_and_commit(a, group, topic, {0: 17})
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}},
-                          **FAST)
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST)
     with SrmRun(config, tmp_path):
         wait_replicated(a, topic, b, f"a.{topic}")
-        records = wait_for(lambda: read_partition(b, "a.checkpoints.internal", 0, isolation="read_uncommitted"),
-                           60, message="a checkpoint record")
+        records = wait_for(
+            lambda: read_partition(b, "a.checkpoints.internal", 0, isolation="read_uncommitted"),
+            60,
+            message="a checkpoint record",
+        )
 
     def string(s: str) -> bytes:
         return struct.pack(">h", len(s.encode())) + s.encode()

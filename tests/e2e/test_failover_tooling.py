@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
-from srm import remote_cluster
+from srm.mm2 import client as remote_cluster
 from tests.e2e.test_failover import FAST, committed_on, consume_and_commit, produce_values, wait_group_synced
 from tests.support.kafka import create_topic, unique, wait_for, wait_replicated
 from tests.support.runtime import SrmRun, run_cli, write_config
@@ -38,10 +38,22 @@ def failed_over(fresh_clusters, tmp_path: Path):
 def test_offsets_command_prints_and_exports_what_the_group_resumes_from(failed_over):
     f = failed_over
     # WHEN an operator asks where the group resumes on b
-    shown = run_cli("srm-control", "--local", "offsets", "--source", "a", "--target", "b", "--group", f["group"],
-                    cwd=f["cwd"])
-    exported = run_cli("srm-control", "--local", "offsets", "--source", "a", "--target", "b", "--group",
-                       f["group"], "--export", cwd=f["cwd"])
+    shown = run_cli(
+        "srm-control", "--local", "offsets", "--source", "a", "--target", "b", "--group", f["group"], cwd=f["cwd"]
+    )
+    exported = run_cli(
+        "srm-control",
+        "--local",
+        "offsets",
+        "--source",
+        "a",
+        "--target",
+        "b",
+        "--group",
+        f["group"],
+        "--export",
+        cwd=f["cwd"],
+    )
 
     # THEN both name the remote partitions and the exact offsets (here: no gaps, so equal to the source's)
     assert shown.returncode == 0, shown.stderr
@@ -56,8 +68,21 @@ def test_offsets_command_prints_and_exports_what_the_group_resumes_from(failed_o
 def test_offsets_command_writes_csv_file_for_kafka_consumer_groups(failed_over):
     f = failed_over
     out = f["cwd"] / "offsets.csv"
-    result = run_cli("srm-control", "--local", "offsets", "--source", "a", "--target", "b", "--group", f["group"],
-                     "--export", "--output", str(out), cwd=f["cwd"])
+    result = run_cli(
+        "srm-control",
+        "--local",
+        "offsets",
+        "--source",
+        "a",
+        "--target",
+        "b",
+        "--group",
+        f["group"],
+        "--export",
+        "--output",
+        str(out),
+        cwd=f["cwd"],
+    )
     assert result.returncode == 0, result.stderr
     assert "--reset-offsets --from-file" in result.stdout
     assert out.read_text() == f"a.{f['topic']},0,12\na.{f['topic']},1,30\n"

@@ -57,8 +57,11 @@ def test_target_broker_restart_mid_stream_loses_nothing_and_run_retries(restarta
     with SrmRun(config, tmp_path) as run:
         produce(a, topic, numbered_records(100, 2, topic))
         produced = 100
-        wait_for(lambda: topic_partitions(b, f"a.{topic}") and record_count(b, f"a.{topic}") >= 100, timeout=120,
-                 message="the first records replicated")
+        wait_for(
+            lambda: topic_partitions(b, f"a.{topic}") and record_count(b, f"a.{topic}") >= 100,
+            timeout=120,
+            message="the first records replicated",
+        )
         writer = threading.Thread(target=traffic)
         writer.start()
         try:
@@ -73,8 +76,14 @@ def test_target_broker_restart_mid_stream_loses_nothing_and_run_retries(restarta
         finally:
             stop_traffic.set()
             writer.join()
-        duplicates = wait_for(lambda: _no_loss_yet(a, topic, b, f"a.{topic}"), timeout=180,
-                              message="every source record on the target") - 1
+        duplicates = (
+            wait_for(
+                lambda: _no_loss_yet(a, topic, b, f"a.{topic}"),
+                timeout=180,
+                message="every source record on the target",
+            )
+            - 1
+        )
         assert run.alive(), run.output()[-3000:]
         output = run.output()
 

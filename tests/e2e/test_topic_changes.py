@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from srm.plans import mapping_group_id
+from srm.core.plans import mapping_group_id
 from tests.support.kafka import (
     assert_identical,
     create_partitions,
@@ -34,9 +34,9 @@ def _diagnosis(source: str, topic: str, target: str, remote: str) -> str:
     finally:
         consumer.close()
     return (
-        f"records per partition: source {({p: len(r) for p, r in src.items()})}, "
-        f"target {({p: len(r) for p, r in dst.items()})}; "
-        f"committed offsets {({tp.partition: tp.offset for tp in committed})}"
+        f"records per partition: source { ({p: len(r) for p, r in src.items()}) }, "
+        f"target { ({p: len(r) for p, r in dst.items()}) }; "
+        f"committed offsets { ({tp.partition: tp.offset for tp in committed}) }"
     )
 
 

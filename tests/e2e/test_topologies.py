@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from srm.loops import PROVENANCE_HEADER
+from srm.core.loops import PROVENANCE_HEADER
 from tests.support.kafka import (
     assert_identical,
     create_topic,
@@ -105,7 +105,7 @@ def test_identity_policy_one_way_keeps_topic_name_identically(clusters, tmp_path
         assert run.alive(), run.output()[-2000:]
 
     # THEN the remote topic has the source's name (no prefix) and equals it record by record, except for the
-    # srm-provenance header the identity policy appends (srm.loops: the name cannot tell where a record came from)
+    # srm-provenance header the identity policy appends (srm.core.loops: the name cannot tell where a record came from)
     src, dst = read_topic(a, topic), read_topic(b, topic)
     assert sorted(dst) == [0, 1, 2]
     for p, records in src.items():

@@ -14,13 +14,13 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, R
 from moto import mock_aws
 
 from srm.app import App, Environment
-from srm.config import SrmConfig
-from srm.config_store import ConfigStore, create_config_table
+from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.state import create_state_table
+from srm.config.parsing import Properties
+from srm.config.settings import SrmConfig
 from srm.local.mappings import LocalEventSources
-from srm.mirror import TopicNotReplicatedError
-from srm.properties import Properties
-from srm.state import create_state_table
-from srm.topics import sync_topics
+from srm.replication.mirror import TopicNotReplicatedError
+from srm.replication.topic_sync import sync_topics
 from tests.support.kafka import admin, create_topic, unique, wait_for
 
 pytestmark = pytest.mark.integration
@@ -155,7 +155,7 @@ def test_acl_sync_target_without_authorizer_logged_once_and_topic_sync_carries_o
     )
 
     # WHEN topic sync runs twice
-    with caplog.at_level(logging.INFO, logger="srm.acls"):
+    with caplog.at_level(logging.INFO, logger="srm.kafka.acls"):
         for _ in range(2):
             ctx = flow.app.topic_sync()
             ctx.source_admin = AclsFromSource(ctx.source_admin, [allow_all])  # type: ignore[assignment]

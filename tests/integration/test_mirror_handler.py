@@ -11,13 +11,13 @@ import pytest
 from moto import mock_aws
 
 from srm.app import App
-from srm.config import SrmConfig
-from srm.config_store import ConfigStore, create_config_table
-from srm.events import EventBuilder, MalformedEventError
+from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.state import create_state_table
+from srm.config.parsing import Properties
+from srm.config.settings import SrmConfig
+from srm.core.events import EventBuilder, MalformedEventError
 from srm.handlers.mirror import lambda_handler
 from srm.local.event_source import LocalContext
-from srm.properties import Properties
-from srm.state import create_state_table
 from tests.support.kafka import (
     Rec,
     assert_no_loss,
@@ -57,8 +57,12 @@ def flow(clusters, monkeypatch) -> Iterator[dict[str, Any]]:
             )
         )
         ConfigStore(db, "srm-config").replace_all(config)
-        for name, value in {"SRM_SOURCE": "a", "SRM_TARGET": "b", "SRM_CONFIG_TABLE": "srm-config",
-                            "SRM_STATE_TABLE": "srm-state"}.items():
+        for name, value in {
+            "SRM_SOURCE": "a",
+            "SRM_TARGET": "b",
+            "SRM_CONFIG_TABLE": "srm-config",
+            "SRM_STATE_TABLE": "srm-state",
+        }.items():
             monkeypatch.setenv(name, value)
         App.reset()
         try:

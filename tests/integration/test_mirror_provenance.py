@@ -1,5 +1,5 @@
-"""srm.mirror with name-preserving policies against a real target broker: the provenance header, skipped records,
-heartbeat latency. The state table is moto's."""
+"""srm.replication.mirror with name-preserving policies against a real target broker: the provenance header, skipped
+records, heartbeat latency. The state table is moto's."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from srm.config import FlowSettings
-from srm.events import EventBuilder
-from srm.formats import Heartbeat
-from srm.mirror import MirrorTarget, replicate_batch
-from srm.offsets import Run
-from srm.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
-from srm.state import StateStore
+from srm.aws.state import StateStore
+from srm.config.settings import FlowSettings
+from srm.core.events import EventBuilder
+from srm.core.offsets import Run
+from srm.mm2.formats import Heartbeat
+from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
+from srm.replication.mirror import MirrorTarget, replicate_batch
 from tests.support.kafka import create_topic, read_partition, unique
 
 pytestmark = pytest.mark.integration

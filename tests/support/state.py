@@ -6,7 +6,7 @@ from pathlib import Path
 
 import boto3
 
-from srm.state import StateStore
+from srm.aws.state import StateStore
 
 
 def state_store(workdir: Path, table: str = "srm-state") -> StateStore:

@@ -1,4 +1,4 @@
-"""srm.acls: MM2's topic ACL conversion rules, removal of what the source removed, and SECURITY_DISABLED.
+"""srm.kafka.acls: MM2's topic ACL conversion rules, removal of what the source removed, and SECURITY_DISABLED.
 
 Bindings are confluent_kafka's own ``AclBinding`` objects; the admin clients are fakes answering with futures."""
 
@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-from srm.acls import TopicAcls, acl_changes, acl_key, binding_from_key, target_acl_binding, target_acl_bindings
+from srm.kafka.acls import TopicAcls, acl_changes, acl_key, binding_from_key, target_acl_binding, target_acl_bindings
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 
@@ -149,7 +149,7 @@ def test_topic_acls_security_disabled_logged_once_per_cluster_and_sync_carries_o
     target = disabled if side == "target" else FakeAdmin()
     acls = TopicAcls()
     # WHEN ACLs are synced three times
-    with caplog.at_level(logging.INFO, logger="srm.acls"):
+    with caplog.at_level(logging.INFO, logger="srm.kafka.acls"):
         results = [acls.sync("a", "b", source, target, {"orders": "a.orders"}, {}) for _ in range(3)]
     # THEN no error, each run says why it skipped, and the log says it once, naming the cluster
     alias = "a" if side == "source" else "b"

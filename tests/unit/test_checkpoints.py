@@ -1,10 +1,10 @@
-"""srm.checkpoints: MM2's monotonic checkpoint rule and the rules for committing offsets to target groups."""
+"""srm.core.checkpoints: MM2's monotonic checkpoint rule and the rules for committing offsets to target groups."""
 
 from __future__ import annotations
 
 import pytest
 
-from srm.checkpoints import StoredCheckpoint, is_more_recent, offsets_to_commit
+from srm.core.checkpoints import StoredCheckpoint, is_more_recent, offsets_to_commit
 
 PREVIOUS = StoredCheckpoint(upstream_offset=50, downstream_offset=40, remote_topic="a.t")
 

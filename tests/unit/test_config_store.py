@@ -1,4 +1,4 @@
-"""srm.config_store on moto's DynamoDB: versioned scopes, conditional transactional commits, the cached load."""
+"""srm.aws.config_table on moto's DynamoDB: versioned scopes, conditional transactional commits, the cached load."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.config import SrmConfig
-from srm.config_store import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
-from srm.properties import ConfigError, Properties
-from srm.scopes import scope_key, split_scopes
+from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
+from srm.config.parsing import ConfigError, Properties
+from srm.config.scopes import scope_key, split_scopes
+from srm.config.settings import SrmConfig
 
 TABLE = "srm-config"
 BASE = {

@@ -1,4 +1,4 @@
-"""srm.control's use cases on moto's DynamoDB: allow/deny list edits, flows, the conditional-write conflict."""
+"""srm.control.edits's use cases on moto's DynamoDB: allow/deny list edits, flows, the conditional-write conflict."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.config import SrmConfig
-from srm.config_store import ConfigConflictError, ConfigStore, create_config_table
-from srm.control import Control, ControlError, FilterEdit
-from srm.properties import ConfigError, Properties
+from srm.aws.config_table import ConfigConflictError, ConfigStore, create_config_table
+from srm.config.parsing import ConfigError, Properties
+from srm.config.settings import SrmConfig
+from srm.control.edits import Control, ControlError, FilterEdit
 
 TABLE = "srm-config"
 BASE = {
@@ -235,7 +235,7 @@ def test_import_with_a_literal_secret_is_refused_and_writes_nothing(control: Con
 
 
 def test_flows_of_an_empty_table_say_to_import_a_configuration_first(control: Control):
-    from srm.config_store import ConfigStoreError
+    from srm.aws.config_table import ConfigStoreError
 
     with pytest.raises(ConfigStoreError, match="config table srm-config is empty: import a configuration first"):
         control.flows()

@@ -12,11 +12,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from srm.aws.config_table import ConfigConflictError
 from srm.cli.control import main
-from srm.config_store import ConfigConflictError
-from srm.control import Control
+from srm.config.parsing import parse_properties_text
+from srm.control.edits import Control
 from srm.local.store import free_port
-from srm.properties import parse_properties_text
 
 MM2 = textwrap.dedent(
     r"""
@@ -74,7 +74,7 @@ def test_config_import_then_export_round_trips_an_mm2_properties(cli: Cli):
     # THEN both read back to exactly the imported property map, and re-importing the export changes nothing
     original = dict(parse_properties_text(MM2))
     assert dict(parse_properties_text(exported)) == original
-    from srm.properties import parse_yaml_text
+    from srm.config.parsing import parse_yaml_text
 
     assert dict(parse_yaml_text(exported_yaml)) == original
     assert "# flow us-west->us-east" in exported and "us-west->us-east.topics.exclude = .*\\\\.tmp" in exported

@@ -11,15 +11,15 @@ import pytest
 from moto import mock_aws
 
 import srm.cli.control as cli
-from srm.config import SrmConfig
-from srm.config_store import ConfigStore, create_config_table
-from srm.control import Control
-from srm.export import format_properties, format_yaml
-from srm.kafka_admin import KafkaUnavailableError
-from srm.plans import TopicInfo
-from srm.properties import Properties, parse_properties_text, parse_yaml_text
-from srm.secrets import mask_secrets
-from srm.state import StateStore, TopicMappingRecord, create_state_table
+from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
+from srm.config.export import format_properties, format_yaml
+from srm.config.parsing import Properties, parse_properties_text, parse_yaml_text
+from srm.config.secrets import mask_secrets
+from srm.config.settings import SrmConfig
+from srm.control.edits import Control
+from srm.core.plans import TopicInfo
+from srm.kafka.admin import KafkaUnavailableError
 
 PROPS = {
     "clusters": "a, b",

@@ -1,4 +1,4 @@
-"""srm.event_sources: the mapping lifecycle decision, and the Lambda API adapter checked with botocore's Stubber
+"""srm.aws.lambda_mappings: the mapping lifecycle decision, and the Lambda API adapter checked with botocore's Stubber
 (which validates every request against the Lambda API model; moto rejects MSK event source mappings)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from srm.config import FlowSettings
-from srm.event_sources import LambdaEventSources
-from srm.mappings import EventSourceMappingError, sync_mappings
-from srm.plans import MappingChange, MappingConfig, ObservedMapping, TopicPlan, decide_mappings, mapping_group_id
+from srm.aws.lambda_mappings import LambdaEventSources
+from srm.config.settings import FlowSettings
+from srm.core.plans import MappingChange, MappingConfig, ObservedMapping, TopicPlan, decide_mappings, mapping_group_id
+from srm.replication.mappings import EventSourceMappingError, sync_mappings
 
 CFG = MappingConfig(100, 500)
 U1, U2, U3, U9 = (f"00000000-0000-4000-8000-00000000000{i}" for i in (1, 2, 3, 9))
@@ -251,7 +251,7 @@ def test_lambda_create_with_scram_secret_sends_source_access_configuration():
 @pytest.mark.parametrize(("kind", "secret"), [("SASL_SCRAM_512_AUTH", ""), ("KERBEROS", "arn:x")])
 def test_environment_mapping_auth_without_secret_or_unknown_kind_is_a_config_error(kind, secret):
     from srm.app import Environment
-    from srm.properties import ConfigError
+    from srm.config.parsing import ConfigError
 
     with pytest.raises(ConfigError, match="SRM_SOURCE_AUTH"):
         Environment.from_env({"SRM_SOURCE_AUTH": kind, "SRM_SOURCE_SECRET_ARN": secret})

@@ -1,4 +1,4 @@
-"""srm.events: parsing the MSK event Lambda delivers, and building the same bytes for the local event source."""
+"""srm.core.events: parsing the MSK event Lambda delivers, and building the same bytes for the local event source."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from srm.events import EventBuilder, MalformedEventError, decode_header_value, parse_event
+from srm.core.events import EventBuilder, MalformedEventError, decode_header_value, parse_event
 
 
 def b64(data: bytes) -> str:
@@ -380,7 +380,7 @@ def test_parse_event_fast_path_equals_the_record_by_record_walk(records, signed)
     _, (batch,) = parse_event({"eventSource": "aws:kafka", "records": {"t-3": group}})
 
     # THEN the result is what the checked walk gives, and the records' bytes
-    from srm.events import _checked_group
+    from srm.core.events import _checked_group
 
     assert batch == _checked_group("t", 3, group)
     assert batch.keys == [k for k, _, _, _ in records]

@@ -1,10 +1,10 @@
-"""srm.filters: MM2 pattern lists, default filters, the decision (filter or heartbeats) ∧ ¬internal ∧ ¬cycle."""
+"""srm.core.filters: MM2 pattern lists, default filters, the decision (filter or heartbeats) ∧ ¬internal ∧ ¬cycle."""
 
 from __future__ import annotations
 
 import pytest
 
-from srm.filters import (
+from srm.core.filters import (
     FilterError,
     GroupFilter,
     PatternList,
@@ -13,7 +13,7 @@ from srm.filters import (
     parse_list,
     should_replicate_topic,
 )
-from srm.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""srm.formats: heartbeat, checkpoint and offset-sync records byte for byte as MM2 writes them.
+"""srm.mm2.formats: heartbeat, checkpoint and offset-sync records byte for byte as MM2 writes them.
 
 The expected bytes are built here by hand from MM2's schemas (``Heartbeat.java``, ``Checkpoint.java``,
 ``OffsetSync.java``): Kafka protocol ``Struct`` — STRING = INT16 length + UTF-8, big-endian INT32/INT64, an INT16
@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from srm.formats import Checkpoint, FormatError, Heartbeat, OffsetSync
+from srm.mm2.formats import Checkpoint, FormatError, Heartbeat, OffsetSync
 
 
 def mm2_string(s: str) -> bytes:

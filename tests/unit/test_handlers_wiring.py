@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from srm.events import EventBuilder, PartitionBatch, parse_event
+from srm.core.events import EventBuilder, PartitionBatch, parse_event
 from tests.support.events import EVENTS, load_event
 
 

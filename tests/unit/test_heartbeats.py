@@ -1,4 +1,4 @@
-"""srm.heartbeats: the emitted record is MM2's heartbeat byte for byte; the mirror finds the newest one."""
+"""srm.replication.heartbeat: the emitted record is MM2's heartbeat byte for byte; the mirror finds the newest one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from srm.heartbeats import HeartbeatEmitter, HeartbeatError, emit_heartbeat, latest_heartbeat
+from srm.replication.heartbeat import HeartbeatEmitter, HeartbeatError, emit_heartbeat, latest_heartbeat
 
 # Built by hand from MM2's Heartbeat schemas: key = sourceClusterAlias STRING, targetClusterAlias STRING;
 # value = version INT16 (0), timestamp INT64; STRING = INT16 length + UTF-8; big-endian.
@@ -46,7 +46,7 @@ def test_emit_heartbeat_not_acknowledged_raises_naming_topic() -> None:
 
 
 def test_latest_heartbeat_newest_of_this_source_ignoring_garbage_and_other_sources() -> None:
-    from srm.formats import Heartbeat
+    from srm.mm2.formats import Heartbeat
 
     records = [Heartbeat("a", "b", 5), Heartbeat("a", "c", 9), Heartbeat("x", "b", 99), Heartbeat("a", "b", 7)]
     keys = [h.key() for h in records] + [b"garbage", None]

@@ -1,14 +1,14 @@
-"""srm.loops: the identity loop guard — refused configurations, "came from" over hops, the provenance header."""
+"""srm.core.loops: the identity loop guard — refused configurations, "came from" over hops, the provenance header."""
 
 from __future__ import annotations
 
 import pytest
 
-from srm.config import SrmConfig
-from srm.filters import TopicFilter
-from srm.loops import came_from, identity_loops, literal_name, provenance, stamp_provenance
-from srm.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
-from srm.properties import ConfigError, Properties
+from srm.config.parsing import ConfigError, Properties
+from srm.config.settings import SrmConfig
+from srm.core.filters import TopicFilter
+from srm.core.loops import came_from, identity_loops, literal_name, provenance, stamp_provenance
+from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
@@ -81,7 +81,7 @@ def config(**flow_settings: str) -> Properties:
             "replication.policy.class": IDENTITY,
             **{k.replace("__", "->").replace("_", "."): v for k, v in flow_settings.items()},
         },
-        source="srm.properties",
+        source="srm.config.parsing",
     )
 
 

@@ -1,4 +1,4 @@
-"""srm.offsets: runs of exact upstream → downstream mappings, and translation of committed offsets.
+"""srm.core.offsets: runs of exact upstream → downstream mappings, and translation of committed offsets.
 
 The property tests replay random deliveries of an event source (upstream gaps, downstream gaps, a truncated log
 start, failed batches redelivered from the committed offset) and check the module docstring's invariants and
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from srm.offsets import Run, merge_runs, runs_from_pairs, translate, translate_back
+from srm.core.offsets import Run, merge_runs, runs_from_pairs, translate, translate_back
 
 Pairs = list[tuple[int, int]]
 
@@ -230,7 +230,16 @@ def test_translate_back_exact_inside_runs_and_across_gaps():
     runs = [Run(0, 100, 10), Run(15, 120, 5)]
 
     assert [translate_back(runs, d) for d in (0, 100, 105, 109, 110, 115, 120, 124, 125)] == [
-        0, 0, 5, 9, 15, 15, 15, 19, 20]
+        0,
+        0,
+        5,
+        9,
+        15,
+        15,
+        15,
+        19,
+        20,
+    ]
     assert translate_back(runs, 126) is None
     assert translate_back([], 0) is None
 

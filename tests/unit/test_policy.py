@@ -1,10 +1,10 @@
-"""srm.policy: MM2's naming rules (DefaultReplicationPolicy, IdentityReplicationPolicy) and loading by class name."""
+"""srm.mm2.policy: MM2's naming rules (DefaultReplicationPolicy, IdentityReplicationPolicy), loading by class name."""
 
 from __future__ import annotations
 
 import pytest
 
-from srm.policy import (
+from srm.mm2.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     PolicyError,

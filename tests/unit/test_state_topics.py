@@ -1,8 +1,8 @@
-"""srm.state: topic mapping and event source mapping items (the topic control plane's records), on moto."""
+"""srm.aws.state: topic mapping and event source mapping items (the topic control plane's records), on moto."""
 
 from __future__ import annotations
 
-from srm.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
+from srm.aws.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
 
 
 def test_topic_mapping_round_trips_per_flow_and_deletes(state: StateStore) -> None:

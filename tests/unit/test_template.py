@@ -20,9 +20,9 @@ from moto import mock_aws
 
 import srm.handlers
 from srm.app import Environment
-from srm.config import FlowSettings
-from srm.config_store import create_config_table
-from srm.state import create_state_table
+from srm.aws.config_table import create_config_table
+from srm.aws.state import create_state_table
+from srm.config.settings import FlowSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"

@@ -1,13 +1,13 @@
-"""srm.topics, the pure parts: which topic configs are copied, the incremental alter-configs diff, the plan."""
+"""srm.core.plans: which topic configs are copied, the incremental alter-configs diff, the plan."""
 
 from __future__ import annotations
 
 from confluent_kafka.admin import ConfigEntry, ConfigSource
 
-from srm.config import FlowSettings
-from srm.filters import PatternList
-from srm.plans import TopicInfo, config_changes, explicit_configs, plan_topics, replicable_configs
-from srm.policy import DefaultReplicationPolicy
+from srm.config.settings import FlowSettings
+from srm.core.filters import PatternList
+from srm.core.plans import TopicInfo, config_changes, explicit_configs, plan_topics, replicable_configs
+from srm.mm2.policy import DefaultReplicationPolicy
 
 EXCLUDE = FlowSettings().config_exclude()  # MM2's config.properties.exclude
 TOPIC, DEFAULT, BROKER = (
@@ -90,9 +90,8 @@ def test_plan_topics_records_source_topics_and_refusals() -> None:
     plan = plan_topics(
         topics,
         source="a",
-        target="b",
         policy=DefaultReplicationPolicy(),
-        settings=FlowSettings(),
+        replicate=FlowSettings().replicate_decision("b", DefaultReplicationPolicy()),
         refuse={"back": "came from b", "elsewhere": "not a source topic"},
     )
     assert plan.replicated == {"orders": ("a.orders", 2)}

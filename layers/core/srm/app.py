@@ -26,21 +26,21 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from srm.acls import TopicAcls
-from srm.checkpoint import CheckpointContext
-from srm.config import SrmConfig
-from srm.config_store import ConfigStore
-from srm.event_sources import LambdaEventSources
-from srm.heartbeats import HeartbeatEmitter
-from srm.kafka import KafkaClients, consumer_config
-from srm.kafka_admin import RemoteTopics, ensure_topic
-from srm.kafka_readers import quiet_probe
-from srm.mappings import EventSourceMappings
-from srm.mirror import MirrorTarget, TopicNotReplicatedError
-from srm.properties import ConfigError
-from srm.secrets import SecretResolver, default_secret_resolver
-from srm.state import StateStore
-from srm.topics import TopicSync
+from srm.aws.config_table import ConfigStore
+from srm.aws.lambda_mappings import LambdaEventSources
+from srm.aws.state import StateStore
+from srm.config.parsing import ConfigError
+from srm.config.secrets import SecretResolver, default_secret_resolver
+from srm.config.settings import SrmConfig
+from srm.kafka.acls import TopicAcls
+from srm.kafka.admin import RemoteTopics, ensure_topic
+from srm.kafka.clients import KafkaClients, consumer_config
+from srm.kafka.readers import quiet_probe
+from srm.replication.checkpoint import CheckpointContext
+from srm.replication.heartbeat import HeartbeatEmitter
+from srm.replication.mappings import EventSourceMappings
+from srm.replication.mirror import MirrorTarget, TopicNotReplicatedError
+from srm.replication.topic_sync import TopicSync
 
 __all__ = ["App", "Environment"]
 
@@ -145,7 +145,7 @@ class App:
         self._remote_topics: dict[tuple[str, str], RemoteTopics] = {}
         self._internal_topics: set[tuple[str, str]] = set()
         self._internal_topic_lock = threading.Lock()
-        # Set by the local runtime to its emulated mappings; the Lambda API adapter otherwise (issue 4).
+        # Set by the local runtime to its emulated mappings; the Lambda API adapter otherwise.
         self.event_sources: EventSourceMappings | None = None
         if env.mirror_function and env.source_cluster_arn:
             self.event_sources = LambdaEventSources(

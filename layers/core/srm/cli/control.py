@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from srm.config import flow_name, load_file, parse_flow_name
-from srm.config_store import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
-from srm.control import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
-from srm.filters import parse_list
-from srm.kafka_readers import KafkaStatusProbe
+from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
+from srm.aws.state import StateStore, create_state_table
+from srm.config.parsing import ConfigError
+from srm.config.settings import flow_name, load_file, parse_flow_name
+from srm.control.edits import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
+from srm.control.status import FlowStatus
+from srm.core.filters import parse_list
+from srm.kafka.readers import KafkaStatusProbe
 from srm.local.store import STATE_DIR, local_store_url
-from srm.properties import ConfigError
-from srm.state import StateStore, create_state_table
-from srm.status import FlowStatus
 
 __all__ = ["COMMANDS", "Session", "UsageError", "build_parser", "main"]
 
@@ -500,21 +500,24 @@ def register_offsets(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def _offsets(session: Session, args: argparse.Namespace) -> int:
     from srm.app import secrets_manager_resolver
-    from srm.failover import NoOffsetsError, export_csv, failover_offsets
+    from srm.control.failover import NoOffsetsError, export_csv, failover_offsets
 
     config = session.store().load(fresh=True)
     try:
-        offsets = failover_offsets(config, args.source, args.target, args.group,
-                                   secrets_manager_resolver(session.region), timeout=args.timeout)
+        offsets = failover_offsets(
+            config, args.source, args.target, args.group, secrets_manager_resolver(session.region), timeout=args.timeout
+        )
     except NoOffsetsError as e:
         print(f"{PROG}: {e}", file=session.err)
         return 1
     if args.export:
         if args.output:
             args.output.write_text(export_csv(offsets))
-            session.print(f"wrote {len(offsets)} offsets of {args.group} to {args.output}; apply with:",
-                          f"  kafka-consumer-groups --bootstrap-server <{args.target}> --group {args.group} "
-                          f"--reset-offsets --from-file {args.output} --execute")
+            session.print(
+                f"wrote {len(offsets)} offsets of {args.group} to {args.output}; apply with:",
+                f"  kafka-consumer-groups --bootstrap-server <{args.target}> --group {args.group} "
+                f"--reset-offsets --from-file {args.output} --execute",
+            )
         else:
             session.out.write(export_csv(offsets))
         return 0

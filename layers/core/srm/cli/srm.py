@@ -7,8 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
-from srm.config import load_file
-from srm.properties import ConfigError
+from srm.config.parsing import ConfigError
+from srm.config.settings import load_file
 
 __all__ = ["main"]
 

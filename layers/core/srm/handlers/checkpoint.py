@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from srm.app import App
-from srm.checkpoint import emit_checkpoints
+from srm.replication.checkpoint import emit_checkpoints
 
 logger = Logger(service="srm-checkpoint")
 

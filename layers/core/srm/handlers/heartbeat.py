@@ -11,7 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from srm.app import App
-from srm.heartbeats import HeartbeatError, emit_heartbeat
+from srm.replication.heartbeat import HeartbeatError, emit_heartbeat
 
 logger = Logger(service="srm-heartbeat")
 

@@ -13,8 +13,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from srm.app import App
-from srm.events import MalformedEventError
-from srm.mirror import DeliveryError, replicate_batch
+from srm.core.events import MalformedEventError
+from srm.replication.mirror import DeliveryError, replicate_batch
 
 # Before each call the Lambda runtime turns the event (up to 6 MB of JSON, some 10^5 objects) into Python objects,
 # inside the billed duration; with the default thresholds the garbage collector walks every object of the container

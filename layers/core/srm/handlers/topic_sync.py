@@ -1,5 +1,5 @@
 """The topic-sync function (EventBridge schedule): remote topics, partitions, topic configs and ACLs, topic
-mappings and the mirror's event source mappings (:func:`srm.topics.sync_topics`)."""
+mappings and the mirror's event source mappings (:func:`srm.replication.topic_sync.sync_topics`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from srm.app import App
-from srm.topics import TopicSyncError, sync_topics
+from srm.replication.topic_sync import TopicSyncError, sync_topics
 
 logger = Logger(service="srm-topic-sync")
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from srm.config import SrmConfig
+from srm.config.parsing import Properties
+from srm.config.settings import SrmConfig
 from srm.local.clusters import LocalCluster
 from srm.local.runtime import LocalRuntime, RuntimeOptions
-from srm.properties import Properties
 
 __all__ = ["run_demo"]
 

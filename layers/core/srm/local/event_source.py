@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from srm.events import EventBuilder, record_json
+from srm.core.events import EventBuilder, record_json
 
 __all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats"]
 

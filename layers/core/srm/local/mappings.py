@@ -1,6 +1,6 @@
 """The event-source-mapping port in the local runtime: one :class:`EmulatedMapping` thread per topic.
 
-It follows the decisions of :func:`srm.event_sources.decide_mappings` like the Lambda API adapter does: a
+It follows the decisions of :func:`srm.aws.lambda_mappings.decide_mappings` like the Lambda API adapter does: a
 disabled mapping is a stopped thread whose record is kept (its consumer group keeps the offsets), a deleted
 mapping is forgotten, an update restarts the thread with the new settings. A thread that died is reported as
 disabled, so the next topic sync restarts it.
@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from srm.config import FlowSettings, SrmConfig
-from srm.events import local_event_source_arn
-from srm.kafka import consumer_config
+from srm.config.settings import FlowSettings, SrmConfig
+from srm.core.events import local_event_source_arn
+from srm.core.plans import MappingConfig, ObservedMapping, mapping_group_id
+from srm.kafka.clients import consumer_config
 from srm.local.event_source import EmulatedMapping, MappingSettings
-from srm.plans import MappingConfig, ObservedMapping, mapping_group_id
 
 if TYPE_CHECKING:
     from srm.app import App

@@ -22,14 +22,14 @@ from typing import Any
 
 import boto3
 
-from srm.config import SrmConfig, flow_name
-from srm.config_store import ConfigStore, create_config_table
-from srm.kafka import admin_config, build
-from srm.kafka_admin import KafkaUnavailableError, list_topics
+from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.state import create_state_table
+from srm.config.parsing import ConfigError, Properties
+from srm.config.secrets import is_plain_secret
+from srm.config.settings import SrmConfig, flow_name
+from srm.kafka.admin import KafkaUnavailableError, list_topics
+from srm.kafka.clients import admin_config, build
 from srm.local.store import STATE_DIR, LocalStore
-from srm.properties import ConfigError, Properties
-from srm.secrets import is_plain_secret
-from srm.state import create_state_table
 
 __all__ = ["LocalRuntime", "RuntimeOptions"]
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from srm.app import App
-from srm.config import SrmConfig
+from srm.config.parsing import ConfigError
+from srm.config.settings import SrmConfig
 from srm.local.event_source import LocalContext
 from srm.local.mappings import LocalEventSources
-from srm.properties import ConfigError
 
 __all__ = ["LocalEventSources", "Scheduled", "main", "run_worker"]
 

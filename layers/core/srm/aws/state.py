@@ -5,7 +5,7 @@ This module alone knows the item layout. Keys: ``pk`` (S) and ``sk`` (S).
 ==================================  ==================================  ========================================
 item                                pk                                  sk / attributes
 ==================================  ==================================  ========================================
-offset run (see :mod:`srm.offsets`)  ``runs#<src>#<tgt>#<topic>#<p>``   ``sk`` = upstream start (20 digits); d, n
+offset run (see :mod:`srm.core.offsets`)  ``runs#<src>#<tgt>#<topic>#<p>``   ``sk`` = upstream start (20 digits); d, n
 last checkpoint of a group           ``ckpt#<src>#<tgt>#<group>``       ``sk`` = ``<topic>#<p>``; u, d, rt, m, at
 flow status                          ``flow#<src>#<tgt>``               ``sk`` = ``status``; one attribute per fact
 topic mapping (srm-meta.internal)    ``topics#<src>#<tgt>``             ``sk`` = source topic; rt, p, cr, at, cf, acl
@@ -36,8 +36,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from srm.checkpoints import StoredCheckpoint
-from srm.offsets import Run, merge_runs
+from srm.core.checkpoints import StoredCheckpoint
+from srm.core.offsets import Run, merge_runs
 
 __all__ = ["EventSourceMappingRecord", "StateError", "StateStore", "TopicMappingRecord", "create_state_table"]
 
@@ -105,7 +105,7 @@ class StateStore:
 
     # -- offset runs -------------------------------------------------------------------------------------------
     def record_runs(self, source: str, target: str, topic: str, partition: int, new: Sequence[Run]) -> None:
-        """Store a batch's runs for one partition (see :func:`srm.offsets.merge_runs`)."""
+        """Store a batch's runs for one partition (see :func:`srm.core.offsets.merge_runs`)."""
         if not new:
             return
         pk = _runs_pk(source, target, topic, partition)
@@ -137,7 +137,7 @@ class StateStore:
         ]
 
     def runs_around(self, source: str, target: str, topic: str, partition: int, upstream_offset: int) -> list[Run]:
-        """The runs :func:`srm.offsets.translate` needs for one offset: the run starting at or below it and the
+        """The runs :func:`srm.core.offsets.translate` needs for one offset: the run starting at or below it and the
         first run after it — two small queries, whatever the length of the history."""
         pk = _runs_pk(source, target, topic, partition)
         return self._runs_where(pk, "<=", upstream_offset, nearest=True) + self._runs_where(
@@ -190,33 +190,54 @@ class StateStore:
     # -- checkpoints ---------------------------------------------------------------------------------------------
     def checkpoints(self, source: str, target: str, group: str) -> dict[tuple[str, int], StoredCheckpoint]:
         """The last checkpoint emitted per upstream topic-partition of a group."""
-        items = self._query(KeyConditionExpression="pk = :pk",
-                            ExpressionAttributeValues={":pk": {"S": f"ckpt#{source}#{target}#{group}"}})
+        items = self._query(
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"ckpt#{source}#{target}#{group}"}},
+        )
         result = {}
         for item in items:
             topic, _, partition = item["sk"]["S"].rpartition("#")
             result[(topic, int(partition))] = StoredCheckpoint(
-                upstream_offset=int(item["u"]["N"]), downstream_offset=int(item["d"]["N"]),
-                remote_topic=item["rt"]["S"], metadata=item.get("m", {"S": ""})["S"], at_ms=int(item["at"]["N"]))
+                upstream_offset=int(item["u"]["N"]),
+                downstream_offset=int(item["d"]["N"]),
+                remote_topic=item["rt"]["S"],
+                metadata=item.get("m", {"S": ""})["S"],
+                at_ms=int(item["at"]["N"]),
+            )
         return result
 
-    def put_checkpoints(self, source: str, target: str, group: str,
-                        checkpoints: dict[tuple[str, int], StoredCheckpoint]) -> None:
+    def put_checkpoints(
+        self, source: str, target: str, group: str, checkpoints: dict[tuple[str, int], StoredCheckpoint]
+    ) -> None:
         pk = f"ckpt#{source}#{target}#{group}"
-        self._batch_write([
-            {"PutRequest": {"Item": {
-                "pk": {"S": pk}, "sk": {"S": f"{topic}#{partition}"}, "u": {"N": str(c.upstream_offset)},
-                "d": {"N": str(c.downstream_offset)}, "rt": {"S": c.remote_topic}, "m": {"S": c.metadata},
-                "at": {"N": str(c.at_ms)}}}}
-            for (topic, partition), c in checkpoints.items()
-        ])
+        self._batch_write(
+            [
+                {
+                    "PutRequest": {
+                        "Item": {
+                            "pk": {"S": pk},
+                            "sk": {"S": f"{topic}#{partition}"},
+                            "u": {"N": str(c.upstream_offset)},
+                            "d": {"N": str(c.downstream_offset)},
+                            "rt": {"S": c.remote_topic},
+                            "m": {"S": c.metadata},
+                            "at": {"N": str(c.at_ms)},
+                        }
+                    }
+                }
+                for (topic, partition), c in checkpoints.items()
+            ]
+        )
 
     # -- flow status -----------------------------------------------------------------------------------------
     def flow_status(self, source: str, target: str) -> dict[str, int | str]:
         """Facts about a flow written by its functions (e.g. ``last_checkpoint_ms``); numbers come back as int."""
         try:
-            item = self._db.get_item(TableName=self.table, ConsistentRead=True,
-                                     Key={"pk": {"S": f"flow#{source}#{target}"}, "sk": {"S": "status"}}).get("Item")
+            item = self._db.get_item(
+                TableName=self.table,
+                ConsistentRead=True,
+                Key={"pk": {"S": f"flow#{source}#{target}"}, "sk": {"S": "status"}},
+            ).get("Item")
         except ClientError as e:
             raise StateError(f"cannot read state table {self.table}: {e.response['Error']['Message']}") from e
         facts: dict[str, int | str] = {}
@@ -231,9 +252,12 @@ class StateStore:
         values = {f":v{i}": ({"N": str(v)} if isinstance(v, int) else {"S": v}) for i, v in enumerate(facts.values())}
         try:
             self._db.update_item(
-                TableName=self.table, Key={"pk": {"S": f"flow#{source}#{target}"}, "sk": {"S": "status"}},
+                TableName=self.table,
+                Key={"pk": {"S": f"flow#{source}#{target}"}, "sk": {"S": "status"}},
                 UpdateExpression="SET " + ", ".join(f"#f{i} = :v{i}" for i in range(len(facts))),
-                ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
         except ClientError as e:
             raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
 

@@ -1,6 +1,6 @@
 """Keeping a flow's event source mappings in step with its topic plan: observe, decide
-(:func:`srm.plans.decide_mappings`), apply through a port (:class:`EventSourceMappings`) with two implementations:
-the Lambda API (:class:`srm.event_sources.LambdaEventSources`, on AWS) and emulated mappings
+(:func:`srm.core.plans.decide_mappings`), apply through a port (:class:`EventSourceMappings`) with two implementations:
+the Lambda API (:class:`srm.aws.lambda_mappings.LambdaEventSources`, on AWS) and emulated mappings
 (``srm.local.mappings.LocalEventSources``, in the local runtime), so both follow the same decisions through the same
 code path."""
 
@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from srm.config import FlowSettings
-from srm.plans import MappingChange, MappingConfig, ObservedMapping, TopicPlan, decide_mappings
-from srm.state import EventSourceMappingRecord, StateStore
+from srm.aws.state import EventSourceMappingRecord, StateStore
+from srm.config.settings import FlowSettings
+from srm.core.plans import MappingChange, MappingConfig, ObservedMapping, TopicPlan, decide_mappings
 
 __all__ = ["EventSourceMappingError", "EventSourceMappings", "MappingSyncResult", "sync_mappings"]
 

@@ -20,9 +20,9 @@ from confluent_kafka.admin import (
     AdminClient,
 )
 
-from srm.config import SrmConfig
-from srm.properties import ConfigError
-from srm.secrets import SecretResolver, default_secret_resolver, resolve_refs
+from srm.config.parsing import ConfigError
+from srm.config.secrets import SecretResolver, default_secret_resolver, resolve_refs
+from srm.config.settings import SrmConfig
 
 __all__ = [
     "KafkaClients",

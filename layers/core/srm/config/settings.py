@@ -20,7 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from srm.filters import (
+from srm.config.parsing import ConfigError, Properties, _to_str, parse_properties_text, parse_yaml_text
+from srm.config.secrets import MASK, is_sensitive
+from srm.core.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS,
     DEFAULT_GROUPS_EXCLUDE,
@@ -29,12 +31,11 @@ from srm.filters import (
     FilterError,
     GroupFilter,
     PatternList,
+    ReplicateDecision,
     TopicFilter,
     parse_list,
 )
-from srm.policy import PolicyError, ReplicationPolicy, load_policy
-from srm.properties import ConfigError, Properties, _to_str, parse_properties_text, parse_yaml_text
-from srm.secrets import MASK, is_sensitive
+from srm.mm2.policy import PolicyError, ReplicationPolicy, load_policy
 
 __all__ = [
     "CLIENT_ROLES",
@@ -257,6 +258,9 @@ class FlowSettings(BaseModel):
     def topic_filter(self) -> TopicFilter:
         return TopicFilter.of(self.topics, self.topics_exclude)
 
+    def replicate_decision(self, target: str, policy: ReplicationPolicy) -> ReplicateDecision:
+        return ReplicateDecision(target, policy, self.topic_filter(), self.heartbeats_replication_enabled)
+
     def group_filter(self) -> GroupFilter:
         return GroupFilter.of(self.groups, self.groups_exclude)
 
@@ -456,6 +460,16 @@ class SrmConfig:
                 f"{key}={raw.get(name)!r}: {message}", key=key, origin=self.properties.origin(key)
             ) from None
 
+    def replicate(self, source: str, target: str) -> ReplicateDecision:
+        """The flow's replicate decision, bound once from its settings and policy."""
+        decision: ReplicateDecision = self._per_flow(
+            "_replicate_cache",
+            lambda s, t: self.settings(s, t).replicate_decision(t, self.policy(s, t)),
+            source,
+            target,
+        )
+        return decision
+
     def policy(self, source: str, target: str) -> ReplicationPolicy:
         policy: ReplicationPolicy = self._per_flow("_policy_cache", self._policy, source, target)
         return policy
@@ -481,8 +495,8 @@ class SrmConfig:
 
 def _refuse_identity_loops(config: SrmConfig) -> None:
     """Enabled name-preserving flows that would replicate a literally named topic round a cycle are refused
-    (:mod:`srm.loops`, level 1)."""
-    from srm.loops import identity_loops
+    (:mod:`srm.core.loops`, level 1)."""
+    from srm.core.loops import identity_loops
 
     flows = {f: (config.policy(*f), config.settings(*f).topic_filter()) for f in config.enabled_flows()}
     loops = identity_loops(flows)

@@ -18,8 +18,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from srm.formats import Checkpoint, FormatError
-from srm.policy import DefaultReplicationPolicy, ReplicationPolicy
+from srm.mm2.formats import Checkpoint, FormatError
+from srm.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
 
 __all__ = [
     "CheckpointedOffset",

@@ -1,6 +1,6 @@
 """Heartbeats: MM2-format records that prove a flow end to end and measure its latency.
 
-The heartbeat function writes ``Heartbeat(source alias, target alias, now)`` (:class:`srm.formats.Heartbeat`,
+The heartbeat function writes ``Heartbeat(source alias, target alias, now)`` (:class:`srm.mm2.formats.Heartbeat`,
 byte for byte MM2's) to the ``heartbeats`` topic of the flow's *source* cluster. Heartbeats topics are always
 replicated, so the flow's own mirror carries it to ``<source>.heartbeats`` on the target — through the same event
 source mapping, batching and producer as data. When the mirror has written a batch of the source's ``heartbeats``
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from srm.formats import FormatError, Heartbeat
+from srm.mm2.formats import FormatError, Heartbeat
 
 __all__ = ["HeartbeatEmitter", "HeartbeatError", "emit_heartbeat", "latest_heartbeat"]
 

@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from srm.properties import ConfigError, parse_properties_text
+from srm.config.parsing import ConfigError, parse_properties_text
 
 __all__ = [
     "MASK",

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from srm.config import SrmConfig
-from srm.filters import should_replicate_topic
-from srm.kafka import admin_config, build
-from srm.kafka_admin import group_offsets
-from srm.remote_cluster import CheckpointedOffset, MirrorClient
-from srm.secrets import SecretResolver
+from srm.config.secrets import SecretResolver
+from srm.config.settings import SrmConfig
+from srm.kafka.admin import group_offsets
+from srm.kafka.clients import admin_config, build
+from srm.mm2.client import CheckpointedOffset, MirrorClient
 
 __all__ = ["NoOffsetsError", "export_csv", "failover_offsets"]
 
@@ -57,18 +56,7 @@ def _why_no_checkpoint(
         return f"group {group} has no committed offsets on {source}"
     policy = config.policy(source, target)
     topics = sorted({t for t, _ in offsets})
-    replicated = [
-        t
-        for t in topics
-        if should_replicate_topic(
-            t,
-            target_alias=target,
-            policy=policy,
-            topic_filter=settings.topic_filter(),
-            heartbeats_replication_enabled=settings.heartbeats_replication_enabled,
-        )
-        or policy.topic_source(t) == target
-    ]
+    replicated = [t for t in topics if config.replicate(source, target)(t) or policy.topic_source(t) == target]
     if not replicated:
         return (
             f"group {group} has offsets on {source} only on topics {source}->{target} does not replicate: "

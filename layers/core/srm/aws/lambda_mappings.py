@@ -1,5 +1,5 @@
-"""The Lambda API adapter of :class:`srm.mappings.EventSourceMappings`: MSK event source mappings of the mirror
-function."""
+"""The Lambda API adapter of :class:`srm.replication.mappings.EventSourceMappings`: MSK event source mappings of
+the mirror function."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from srm.config import FlowSettings
-from srm.plans import MappingConfig, ObservedMapping, mapping_group_id
+from srm.config.settings import FlowSettings
+from srm.core.plans import MappingConfig, ObservedMapping, mapping_group_id
 
 __all__ = ["LAMBDA_MAX_PAYLOAD_BYTES", "LambdaEventSources"]
 

@@ -2,7 +2,7 @@
 how a flow's event source mappings must change.
 
 Topic plan — the replicate decision, filter ∧ ¬internal ∧ ¬cycle (heartbeats always pass), over the source's topics,
-minus what the identity loop guard refuses (:mod:`srm.loops`).
+minus what the identity loop guard refuses (:mod:`srm.core.loops`).
 
 Topic configs — SET every config set explicitly on the source topic (dynamic topic config, not a default, not
 sensitive, not read-only) and not matched by ``config.properties.exclude``; DELETE a config srm set earlier that the
@@ -22,14 +22,13 @@ lifecycle. Lifecycle of the mapping of source topic ``T`` (:func:`decide_mapping
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from srm.config import FlowSettings
-from srm.filters import PatternList, should_replicate_topic
-from srm.policy import ReplicationPolicy
+from srm.core.filters import PatternList
+from srm.mm2.policy import ReplicationPolicy
 
 __all__ = [
     "ConfigChanges",
@@ -69,23 +68,16 @@ def plan_topics(
     source_topics: Mapping[str, TopicInfo],
     *,
     source: str,
-    target: str,
     policy: ReplicationPolicy,
-    settings: FlowSettings,
+    replicate: Callable[[str], bool],
     refuse: Mapping[str, str] | None = None,
 ) -> TopicPlan:
-    """The replicate decision (filter ∧ ¬internal ∧ ¬cycle) over the source cluster's topics, minus ``refuse``."""
-    topic_filter = settings.topic_filter()
+    """The flow's replicate decision (filter ∧ ¬internal ∧ ¬cycle) over the source cluster's topics, minus
+    ``refuse``."""
     selected = {
         name: (policy.format_remote_topic(source, name), info.partitions)
         for name, info in sorted(source_topics.items())
-        if should_replicate_topic(
-            name,
-            target_alias=target,
-            policy=policy,
-            topic_filter=topic_filter,
-            heartbeats_replication_enabled=settings.heartbeats_replication_enabled,
-        )
+        if replicate(name)
     }
     refused = {t: reason for t, reason in (refuse or {}).items() if t in selected}
     replicated = {t: v for t, v in selected.items() if t not in refused}

@@ -13,13 +13,13 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from srm.config import SrmConfig
-from srm.formats import FormatError, Heartbeat
-from srm.kafka import admin_config, build, consumer_config
-from srm.kafka_admin import KafkaUnavailableError, list_topics
-from srm.plans import TopicInfo, mapping_group_id
-from srm.properties import ConfigError
-from srm.secrets import SecretResolver, default_secret_resolver
+from srm.config.parsing import ConfigError
+from srm.config.secrets import SecretResolver, default_secret_resolver
+from srm.config.settings import SrmConfig
+from srm.core.plans import TopicInfo, mapping_group_id
+from srm.kafka.admin import KafkaUnavailableError, list_topics
+from srm.kafka.clients import admin_config, build, consumer_config
+from srm.mm2.formats import FormatError, Heartbeat
 
 __all__ = ["KafkaStatusProbe", "quiet_probe"]
 

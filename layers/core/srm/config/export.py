@@ -1,5 +1,5 @@
 """Writing a property map back out: ``mm2.properties`` or YAML, grouped by scope, each parsing back to exactly the
-same map (:mod:`srm.properties`)."""
+same map (:mod:`srm.config.parsing`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from srm.properties import _to_str
-from srm.scopes import scope_key, split_scopes
+from srm.config.parsing import _to_str
+from srm.config.scopes import scope_key, split_scopes
 
 __all__ = ["format_properties", "format_yaml"]
 
@@ -42,7 +42,7 @@ def _escape(text: str, *, key: bool) -> str:
 
 
 def format_properties(props: Mapping[str, str], clusters: Sequence[str]) -> str:
-    """An ``mm2.properties`` that parses back (:func:`srm.config.parse_properties_text`) to exactly ``props``."""
+    """An ``mm2.properties`` that parses back (:func:`srm.config.parsing.parse_properties_text`) to ``props``."""
     lines: list[str] = []
     for sk, values in _scopes_in_order(props, clusters):
         if not values:

@@ -39,7 +39,6 @@ Header = tuple[str, bytes | None]
 EVENT_SOURCES = ("aws:kafka", "SelfManagedKafka")
 
 
-
 # base64 on the per-record path: pybase64 (SIMD; several times faster than binascii on kilobyte values, the same
 # alphabet, padding rules and errors). Decoding is called (text, None, True): no altchars, validate — only the
 # standard alphabet with proper padding is accepted.

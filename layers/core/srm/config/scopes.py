@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from srm.properties import Properties
+from srm.config.parsing import Properties
 
 __all__ = ["ConfigSnapshot", "Scope", "flatten_scopes", "scope_key", "split_scopes"]
 

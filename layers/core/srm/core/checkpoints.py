@@ -2,7 +2,7 @@
 which to commit to a group on the target.
 
 For each group of the source cluster that the group filter allows, its committed offsets are translated from the
-offset runs the mirror recorded (see :mod:`srm.offsets`):
+offset runs the mirror recorded (see :mod:`srm.core.offsets`):
 
 * **forward** — a topic this flow replicates: ``orders`` on the source → ``<source>.orders`` on the target;
 * **failback** — a remote topic that came *from the target* (``<target>.orders`` on the source, after a failover
@@ -24,10 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from srm.config import FlowSettings
-from srm.filters import should_replicate_topic
-from srm.offsets import Run, translate, translate_back
-from srm.policy import ReplicationPolicy
+from srm.core.offsets import Run, translate, translate_back
+from srm.mm2.policy import ReplicationPolicy
 
 __all__ = [
     "GroupOffsets",
@@ -109,23 +107,16 @@ def translate_group(
     *,
     source: str,
     target: str,
-    settings: FlowSettings,
+    replicate: Callable[[str], bool],
     policy: ReplicationPolicy,
     state: RunsLookup,
     quiet: QuietProbe | None = None,
 ) -> list[PartitionTranslation]:
     """Translate every committed offset of ``group`` that this flow can translate, forward or back. Pure: the
     offset runs come from ``state`` and the source's answer about quiet ranges from ``quiet``."""
-    topic_filter = settings.topic_filter()
     results = []
     for (topic, partition), (offset, metadata) in sorted(offsets.items()):
-        forward = should_replicate_topic(
-            topic,
-            target_alias=target,
-            policy=policy,
-            topic_filter=topic_filter,
-            heartbeats_replication_enabled=settings.heartbeats_replication_enabled,
-        )
+        forward = replicate(topic)
         if forward:
             results.append(_forward(group, topic, partition, offset, metadata, source, target, policy, state, quiet))
             continue

@@ -1,6 +1,6 @@
 """The use cases of ``srm-control``: change what is replicated while it runs, and see how replication is doing.
 
-Every change is a read-modify-write of the config table (:mod:`srm.config_store`): read a snapshot, compute the
+Every change is a read-modify-write of the config table (:mod:`srm.aws.config_table`): read a snapshot, compute the
 new property map, validate all of it (:meth:`SrmConfig.from_properties`), then commit conditionally on the
 snapshot. Invalid input writes nothing; a concurrent edit makes the commit fail with ``ConfigConflictError`` and
 writes nothing either.
@@ -31,10 +31,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from srm.config import SrmConfig, flow_name, resolve
-from srm.config_store import ConfigStore, ConfigStoreError
-from srm.export import format_properties, format_yaml
-from srm.filters import (
+from srm.aws.config_table import ConfigStore, ConfigStoreError
+from srm.aws.state import StateStore
+from srm.config.export import format_properties, format_yaml
+from srm.config.parsing import Properties
+from srm.config.scopes import ConfigSnapshot, scope_key
+from srm.config.secrets import mask_secrets
+from srm.config.settings import SrmConfig, flow_name, resolve
+from srm.control.status import FlowStatus, StatusProbe, flow_status
+from srm.core.filters import (
     DEFAULT_GROUPS,
     DEFAULT_GROUPS_EXCLUDE,
     DEFAULT_TOPICS,
@@ -43,11 +48,6 @@ from srm.filters import (
     PatternList,
     parse_list,
 )
-from srm.properties import Properties
-from srm.scopes import ConfigSnapshot, scope_key
-from srm.secrets import mask_secrets
-from srm.state import StateStore
-from srm.status import FlowStatus, StatusProbe, flow_status
 
 __all__ = [
     "Control",
@@ -297,7 +297,7 @@ class Control:
         base: ConfigSnapshot | None = None,
     ) -> list[FlowStatus]:
         """Each flow's state as the state table and the clusters tell it; what cannot be asked is reported per flow
-        (see :func:`srm.status.flow_status`)."""
+        (see :func:`srm.control.status.flow_status`)."""
         config = self.config(base)
         for flow in flows or ():
             _check_flow(config, *flow)
@@ -430,5 +430,3 @@ def _flow_info(config: SrmConfig, base: ConfigSnapshot, source: str, target: str
         scope.updated_at,
         scope.updated_by,
     )
-
-

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from srm.filters import TopicFilter, should_replicate_topic
-from srm.policy import ReplicationPolicy
+from srm.core.filters import TopicFilter, should_replicate_topic
+from srm.mm2.policy import ReplicationPolicy
 
 __all__ = [
     "PROVENANCE_HEADER",

@@ -3,7 +3,7 @@ sync idle groups on the target.
 
 Checkpoints go to ``<source alias>.checkpoints.internal`` on the target (MM2's wire format), and — while the group
 has no active members there — the translated offsets are committed to the same group on the target. The decisions
-are pure (:mod:`srm.checkpoints`); this module does the reading and writing.
+are pure (:mod:`srm.core.checkpoints`); this module does the reading and writing.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from srm.checkpoints import QuietProbe, StoredCheckpoint, is_more_recent, offsets_to_commit, translate_group
-from srm.config import FlowSettings
-from srm.formats import Checkpoint
-from srm.kafka_admin import end_offsets, group_offsets
-from srm.policy import ReplicationPolicy
-from srm.state import StateStore
+from srm.aws.state import StateStore
+from srm.config.settings import FlowSettings
+from srm.core.checkpoints import QuietProbe, StoredCheckpoint, is_more_recent, offsets_to_commit, translate_group
+from srm.kafka.admin import end_offsets, group_offsets
+from srm.mm2.formats import Checkpoint
+from srm.mm2.policy import ReplicationPolicy
 
 __all__ = ["CheckpointContext", "CheckpointResult", "emit_checkpoints", "sync_group_offsets"]
 
@@ -74,13 +74,14 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
     )
     latest: dict[str, dict[tuple[str, int], StoredCheckpoint]] = {}
     now = ctx.now_ms()
+    replicate = ctx.settings.replicate_decision(ctx.target, ctx.policy)
     for group in groups:
         translations = translate_group(
             group,
             group_offsets(ctx.source_admin, group),
             source=ctx.source,
             target=ctx.target,
-            settings=ctx.settings,
+            replicate=replicate,
             policy=ctx.policy,
             state=ctx.state,
             quiet=ctx.quiet,

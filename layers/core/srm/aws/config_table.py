@@ -37,11 +37,11 @@ import boto3
 from aws_lambda_powertools.utilities.parameters import DynamoDBProvider
 from botocore.exceptions import BotoCoreError, ClientError
 
-from srm.config import SrmConfig
-from srm.properties import ConfigError, Properties
-from srm.scopes import ConfigSnapshot, Scope, flatten_scopes, split_scopes
-from srm.secrets import is_plain_secret
-from srm.state import _create_table
+from srm.aws.state import _create_table
+from srm.config.parsing import ConfigError, Properties
+from srm.config.scopes import ConfigSnapshot, Scope, flatten_scopes, split_scopes
+from srm.config.secrets import is_plain_secret
+from srm.config.settings import SrmConfig
 
 __all__ = [
     "ConfigConflictError",

@@ -1,5 +1,5 @@
 """``srm-control status``: what each flow replicates and how far behind it is, from the state table and the clusters
-(through a :class:`StatusProbe`; :class:`srm.kafka.KafkaStatusProbe` asks real ones)."""
+(through a :class:`StatusProbe`; :class:`srm.kafka.clients.KafkaStatusProbe` asks real ones)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from srm.config import SrmConfig, flow_name
-from srm.filters import should_replicate_topic
-from srm.kafka_admin import KafkaUnavailableError
-from srm.plans import TopicInfo, plan_topics
-from srm.properties import ConfigError
-from srm.state import StateError, StateStore, TopicMappingRecord
+from srm.aws.state import StateError, StateStore, TopicMappingRecord
+from srm.config.parsing import ConfigError
+from srm.config.settings import SrmConfig, flow_name
+from srm.core.plans import TopicInfo, plan_topics
+from srm.kafka.admin import KafkaUnavailableError
 
 __all__ = ["FlowStatus", "StatusProbe", "TopicStatus", "flow_status"]
 
@@ -113,16 +112,12 @@ def flow_status(
     selected: dict[str, tuple[str, int]] | None = None
     topics_from = "state" if mappings else "source"
     if mappings:
-        topic_filter = settings.topic_filter()
-        selected = {
-            t: (m.remote_topic, m.partitions)
-            for t, m in mappings.items()
-            if should_replicate_topic(t, target_alias=target, policy=policy, topic_filter=topic_filter)
-        }
+        replicate = config.replicate(source, target)
+        selected = {t: (m.remote_topic, m.partitions) for t, m in mappings.items() if replicate(t)}
     else:
         try:
             plan = plan_topics(
-                probe.topics(config, source), source=source, target=target, policy=policy, settings=settings
+                probe.topics(config, source), source=source, policy=policy, replicate=config.replicate(source, target)
             )
             selected = dict(plan.replicated)
         except _PROBE_ERRORS as e:  # a cluster that does not answer is a status line, not a failure of the command

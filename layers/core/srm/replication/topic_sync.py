@@ -3,7 +3,7 @@
 One topic sync (the topic-sync function, every ``refresh.topics.interval.seconds``) of ``source->target``:
 
 1. **Plan** — list the source's topics and apply the replicate decision, filter ∧ ¬internal ∧ ¬cycle (heartbeats
-   always pass), minus what the identity loop guard refuses (:mod:`srm.loops`).
+   always pass), minus what the identity loop guard refuses (:mod:`srm.core.loops`).
 2. **Remote topics** — each replicated topic gets a remote topic with the source's partition count
    (``replication.factor`` replicas) and its explicitly set configs; partitions grow when the source grows and are
    never removed (a target with more partitions is reported and left as is).
@@ -12,12 +12,12 @@ One topic sync (the topic-sync function, every ``refresh.topics.interval.seconds
    not a default, not sensitive, not read-only) and not matched by ``config.properties.exclude``; DELETE a config
    srm set earlier that the source no longer sets (the remote topic falls back to the target's default). Configs
    set on the target by anyone else and never set by srm are left alone.
-4. **Topic ACLs** (``sync.topic.acls.enabled``, every ``sync.topic.acls.interval.seconds``) — :mod:`srm.acls`.
+4. **Topic ACLs** (``sync.topic.acls.enabled``, every ``sync.topic.acls.interval.seconds``) — :mod:`srm.kafka.acls`.
    With a name-preserving policy, configs and ACLs follow only onto remote topics srm created: a same-named topic
    that was on the target before is an origin of its own (one side of an active-active pair) and keeps them.
 5. **Topic mappings** — the state table records, per flow, source topic → remote topic, partitions and what srm
    set on it (SRM's ``srm-meta.internal``), so discovery and monitoring work with any policy.
-6. **Event source mappings** — one per replicated topic (:mod:`srm.mappings`).
+6. **Event source mappings** — one per replicated topic (:mod:`srm.replication.mappings`).
 
 A step that fails does not hold up the others; the run then fails with :class:`TopicSyncError` naming every failure,
 and the next run tries again.
@@ -34,14 +34,14 @@ from dataclasses import dataclass, field, replace
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from srm.acls import AclSyncResult, TopicAcls
-from srm.config import FlowSettings
-from srm.kafka_admin import RemoteTopics, list_topics, sync_topic_configs
-from srm.loops import came_from, keeps_name
-from srm.mappings import EventSourceMappings, MappingSyncResult, sync_mappings
-from srm.plans import TopicInfo, TopicPlan, plan_topics
-from srm.policy import ReplicationPolicy
-from srm.state import StateStore, TopicMappingRecord
+from srm.aws.state import StateStore, TopicMappingRecord
+from srm.config.settings import FlowSettings
+from srm.core.loops import came_from, keeps_name
+from srm.core.plans import TopicInfo, TopicPlan, plan_topics
+from srm.kafka.acls import AclSyncResult, TopicAcls
+from srm.kafka.admin import RemoteTopics, list_topics, sync_topic_configs
+from srm.mm2.policy import ReplicationPolicy
+from srm.replication.mappings import EventSourceMappings, MappingSyncResult, sync_mappings
 
 __all__ = ["TopicSync", "TopicSyncError", "TopicSyncResult", "sync_topics"]
 
@@ -104,7 +104,8 @@ def sync_topics(ctx: TopicSync, now_ms: int | None = None) -> TopicSyncResult:
     source, target, settings, state = ctx.source, ctx.target, ctx.settings, ctx.state
     source_topics = list_topics(ctx.source_admin)
     refuse = _loop_guard(ctx, source_topics)
-    plan = plan_topics(source_topics, source=source, target=target, policy=ctx.policy, settings=settings, refuse=refuse)
+    replicate = settings.replicate_decision(target, ctx.policy)
+    plan = plan_topics(source_topics, source=source, policy=ctx.policy, replicate=replicate, refuse=refuse)
     _warn_refused(source, target, plan)
     result = TopicSyncResult(plan)
     if not settings.enabled:
@@ -241,7 +242,7 @@ def _due(last_ms: int | str | None, interval_s: float, refresh_s: float, now_ms:
 def _loop_guard(ctx: TopicSync, source_topics: Mapping[str, TopicInfo]) -> dict[str, str]:
     """Source topics a name-preserving policy must not replicate: created on the source by replication from the
     target, over any number of hops, per the state table's topic mappings of every flow
-    (:func:`srm.loops.came_from`)."""
+    (:func:`srm.core.loops.came_from`)."""
     candidates = [t for t in source_topics if keeps_name(ctx.policy, ctx.source, t)]
     if ctx.state is None or not candidates:
         return {}

@@ -21,10 +21,10 @@ __all__ = [
 
 # MM2's Java class names, accepted as aliases of ours so an mm2.properties works unchanged.
 _JAVA_NAMES = {
-    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": "srm.policy.DefaultReplicationPolicy",
-    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": "srm.policy.IdentityReplicationPolicy",
-    "DefaultReplicationPolicy": "srm.policy.DefaultReplicationPolicy",
-    "IdentityReplicationPolicy": "srm.policy.IdentityReplicationPolicy",
+    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": "srm.mm2.policy.DefaultReplicationPolicy",
+    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": "srm.mm2.policy.IdentityReplicationPolicy",
+    "DefaultReplicationPolicy": "srm.mm2.policy.DefaultReplicationPolicy",
+    "IdentityReplicationPolicy": "srm.mm2.policy.IdentityReplicationPolicy",
 }
 
 
@@ -172,6 +172,8 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
 def load_policy(class_name: str, separator: str = ".", **options: Any) -> ReplicationPolicy:
     """Build the policy named by ``replication.policy.class``: ours, MM2's Java name, or ``module.Class``."""
     dotted = _JAVA_NAMES.get(class_name, class_name)
+    if dotted.startswith("srm.policy."):  # the spelling configurations use: the module's public name
+        dotted = "srm.mm2.policy." + dotted.removeprefix("srm.policy.")
     module_name, _, attr = dotted.rpartition(".")
     if not module_name:
         raise PolicyError(f"replication.policy.class={class_name!r}: expected a dotted path such as pkg.module.Class")

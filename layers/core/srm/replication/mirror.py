@@ -7,10 +7,10 @@ commits nothing (at-least-once, never loss). Then, once per partition: the offse
 MM2-format offset syncs to ``mm2-offset-syncs.<target>.internal``.
 
 When the remote topic keeps the source topic's name (``IdentityReplicationPolicy``), each record also carries the
-``srm-provenance`` header (:mod:`srm.loops`): the source alias is added to it, and a record that has already visited
+``srm-provenance`` header (:mod:`srm.core.loops`): the source is added to it, and a record that has already visited
 the target is skipped — counted as processed, never written; its offset is an upstream gap between offset runs. With
 the default policy nothing is added: records stay byte-identical. A batch of the source's own ``heartbeats`` topic
-also records the newest heartbeat's replication latency in the flow status (:mod:`srm.heartbeats`).
+also records the newest heartbeat's replication latency in the flow status (:mod:`srm.replication.heartbeat`).
 """
 
 from __future__ import annotations
@@ -25,15 +25,14 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from srm.config import FlowSettings
-from srm.events import PartitionBatch, parse_event
-from srm.filters import should_replicate_topic
-from srm.formats import OffsetSync
-from srm.heartbeats import latest_heartbeat
-from srm.loops import stamp_provenance
-from srm.offsets import Run, runs_from_pairs
-from srm.policy import ReplicationPolicy
-from srm.state import StateError, StateStore
+from srm.aws.state import StateError, StateStore
+from srm.config.settings import FlowSettings
+from srm.core.events import PartitionBatch, parse_event
+from srm.core.loops import stamp_provenance
+from srm.core.offsets import Run, runs_from_pairs
+from srm.mm2.formats import OffsetSync
+from srm.mm2.policy import ReplicationPolicy
+from srm.replication.heartbeat import latest_heartbeat
 
 __all__ = [
     "BatchResult",
@@ -136,17 +135,11 @@ def replicate_batch(event: Any, target: MirrorTarget) -> BatchResult:
     settings = target.settings
     result = BatchResult()
     pending: list[tuple[PartitionBatch, str, _Acks]] = []
-    topic_filter = settings.topic_filter()
+    replicate = settings.replicate_decision(target.target, target.policy)
     now_ms = int(time.time() * 1000)
 
     for batch in batches:
-        if not should_replicate_topic(
-            batch.topic,
-            target_alias=target.target,
-            policy=target.policy,
-            topic_filter=topic_filter,
-            heartbeats_replication_enabled=settings.heartbeats_replication_enabled,
-        ):
+        if not replicate(batch.topic):
             raise TopicNotReplicatedError(
                 f"{batch.topic} is not replicated by {target.source}->{target.target} (topics={settings.topics!r}, "
                 f"topics.exclude={settings.topics_exclude!r}); its event source mapping should be disabled"

@@ -18,8 +18,8 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from srm.filters import PatternList
-from srm.plans import TopicInfo, config_changes, explicit_configs, replicable_configs
+from srm.core.filters import PatternList
+from srm.core.plans import TopicInfo, config_changes, explicit_configs, replicable_configs
 
 __all__ = [
     "GroupOffsets",

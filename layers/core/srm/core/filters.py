@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from srm.policy import ReplicationPolicy
+from srm.mm2.policy import ReplicationPolicy
 
 __all__ = [
     "DEFAULT_CONFIG_PROPERTIES_EXCLUDE",
@@ -22,6 +22,7 @@ __all__ = [
     "FilterError",
     "GroupFilter",
     "PatternList",
+    "ReplicateDecision",
     "TopicFilter",
     "is_internal_group",
     "parse_list",
@@ -130,6 +131,27 @@ class GroupFilter(AllowDeny):
 def is_internal_group(group: str) -> bool:
     """Our own consumer groups (the event source mappings') are bookkeeping, never checkpointed."""
     return group.startswith(("srm-", "__"))
+
+
+@dataclass(frozen=True)
+class ReplicateDecision:
+    """MM2's ``shouldReplicateTopic`` bound once for a flow (:meth:`srm.config.settings.SrmConfig.replicate`):
+    (filter ∨ heartbeats) ∧ ¬internal ∧ ¬cycle. Every caller — mirror, topic plan, loop guard, status, checkpoint
+    translation — passes only the topic, so none can forget a term."""
+
+    target: str
+    policy: ReplicationPolicy
+    topic_filter: TopicFilter
+    heartbeats_replication_enabled: bool = True
+
+    def __call__(self, topic: str) -> bool:
+        return should_replicate_topic(
+            topic,
+            target_alias=self.target,
+            policy=self.policy,
+            topic_filter=self.topic_filter,
+            heartbeats_replication_enabled=self.heartbeats_replication_enabled,
+        )
 
 
 def should_replicate_topic(

@@ -1,0 +1,1 @@
+"""The AWS adapters: the state table, the config table, Lambda event source mappings."""

@@ -1,0 +1,1 @@
+"""The configuration: parsing (YAML, ``mm2.properties``), validated settings, scopes, export."""

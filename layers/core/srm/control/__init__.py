@@ -1,0 +1,1 @@
+"""``srm-control``'s use cases: filter and flow edits, status, failover offsets."""
