@@ -6,10 +6,11 @@ import textwrap
 
 import pytest
 
-from srm.config.parsing import ConfigError, Properties, parse_properties_text, parse_yaml_text
+from srm.config.parsing import Properties, parse_properties_text, parse_yaml_text
 from srm.config.settings import SrmConfig, client_properties
 from srm.config.settings import resolve as resolve_setting
 from srm.core.filters import parse_list
+from srm.errors import ConfigError
 
 # The same two-cluster setup, in both formats: they must flatten to the same property map.
 MM2_PROPERTIES = textwrap.dedent(

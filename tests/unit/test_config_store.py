@@ -10,9 +10,10 @@ import pytest
 from moto import mock_aws
 
 from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
-from srm.config.parsing import ConfigError, Properties
+from srm.config.parsing import Properties
 from srm.config.scopes import scope_key, split_scopes
 from srm.config.settings import SrmConfig
+from srm.errors import ConfigError
 
 TABLE = "srm-config"
 BASE = {

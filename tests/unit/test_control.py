@@ -9,9 +9,10 @@ import pytest
 from moto import mock_aws
 
 from srm.aws.config_table import ConfigConflictError, ConfigStore, create_config_table
-from srm.config.parsing import ConfigError, Properties
+from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.control.edits import Control, ControlError, FilterEdit
+from srm.errors import ConfigError
 
 TABLE = "srm-config"
 BASE = {

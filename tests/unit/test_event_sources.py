@@ -251,7 +251,7 @@ def test_lambda_create_with_scram_secret_sends_source_access_configuration():
 @pytest.mark.parametrize(("kind", "secret"), [("SASL_SCRAM_512_AUTH", ""), ("KERBEROS", "arn:x")])
 def test_environment_mapping_auth_without_secret_or_unknown_kind_is_a_config_error(kind, secret):
     from srm.app import Environment
-    from srm.config.parsing import ConfigError
+    from srm.errors import ConfigError
 
     with pytest.raises(ConfigError, match="SRM_SOURCE_AUTH"):
         Environment.from_env({"SRM_SOURCE_AUTH": kind, "SRM_SOURCE_SECRET_ARN": secret})

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from srm.config.parsing import ConfigError, Properties
+from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.core.filters import TopicFilter
 from srm.core.loops import came_from, identity_loops, literal_name, provenance, stamp_provenance
+from srm.errors import ConfigError
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"

@@ -29,9 +29,10 @@ from botocore.config import Config
 from srm.aws.config_table import ConfigStore
 from srm.aws.lambda_mappings import LambdaEventSources
 from srm.aws.state import StateStore
-from srm.config.parsing import ConfigError
 from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import SrmConfig
+from srm.errors import ConfigError
+from srm.flow import Flow
 from srm.kafka.acls import TopicAcls
 from srm.kafka.admin import RemoteTopics, ensure_topic
 from srm.kafka.clients import KafkaClients, consumer_config
@@ -76,10 +77,10 @@ class Environment:
             source_auth=_source_auth(env.get("SRM_SOURCE_AUTH", ""), env.get("SRM_SOURCE_SECRET_ARN", "")),
         )
 
-    def flow(self) -> tuple[str, str]:
+    def flow(self) -> Flow:
         if not self.source or not self.target:
             raise ConfigError("SRM_SOURCE and SRM_TARGET must name the flow's clusters (a stack per flow)")
-        return self.source, self.target
+        return Flow(self.source, self.target)
 
 
 _MAPPING_AUTH = ("SASL_SCRAM_512_AUTH", "SASL_SCRAM_256_AUTH", "CLIENT_CERTIFICATE_TLS_AUTH")
@@ -142,7 +143,7 @@ class App:
         self.config_store = ConfigStore(self.dynamodb, env.config_table, env.config_cache_seconds)
         self.state = StateStore(self.dynamodb, env.state_table)
         self.kafka = KafkaClients(secrets_manager_resolver(env.region))
-        self._remote_topics: dict[tuple[str, str], RemoteTopics] = {}
+        self._remote_topics: dict[Flow, RemoteTopics] = {}
         self._internal_topics: set[tuple[str, str]] = set()
         self._internal_topic_lock = threading.Lock()
         # Set by the local runtime to its emulated mappings; the Lambda API adapter otherwise.
@@ -154,7 +155,7 @@ class App:
                 env.source_cluster_arn,
                 env.source_auth,
             )
-        self._topic_acls: dict[tuple[str, str], TopicAcls] = {}
+        self._topic_acls: dict[Flow, TopicAcls] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -176,15 +177,15 @@ class App:
     def remote_topics(self, config: SrmConfig, source: str, target: str) -> RemoteTopics:
         settings = config.settings(source, target)
         with self._lock:
-            topics = self._remote_topics.get((source, target))
+            topics = self._remote_topics.get(Flow(source, target))
             if topics is None:
                 topics = RemoteTopics(
-                    self.kafka.admin(config, source, (source, target)),
-                    self.kafka.admin(config, target, (source, target)),
+                    self.kafka.admin(config, source, Flow(source, target)),
+                    self.kafka.admin(config, target, Flow(source, target)),
                     settings.replication_factor,
                     settings.config_exclude(),
                 )
-                self._remote_topics[(source, target)] = topics
+                self._remote_topics[Flow(source, target)] = topics
             return topics
 
     def ensure_internal_topic(self, config: SrmConfig, alias: str, topic: str, replication_factor: int) -> None:
@@ -205,10 +206,10 @@ class App:
             target=target,
             settings=config.settings(source, target),
             policy=config.policy(source, target),
-            source_admin=self.kafka.admin(config, source, (source, target)),
+            source_admin=self.kafka.admin(config, source, Flow(source, target)),
             remote_topics=self.remote_topics(config, source, target),
             event_sources=self.event_sources,
-            target_admin=self.kafka.admin(config, target, (source, target)),
+            target_admin=self.kafka.admin(config, target, Flow(source, target)),
             state=self.state,
             acls=self._flow_acls(source, target),
             flows=config.flows,
@@ -216,7 +217,7 @@ class App:
 
     def _flow_acls(self, source: str, target: str) -> TopicAcls:
         with self._lock:  # per container: it remembers which clusters have no authorizer
-            return self._topic_acls.setdefault((source, target), TopicAcls())
+            return self._topic_acls.setdefault(Flow(source, target), TopicAcls())
 
     def heartbeat(self) -> HeartbeatEmitter | None:
         """The heartbeat function's dependencies for this container's flow; None when the flow emits none (disabled,
@@ -231,7 +232,11 @@ class App:
         topic = policy.heartbeats_topic()
         self.ensure_internal_topic(config, source, topic, settings.heartbeats_topic_replication_factor)
         producer = self.kafka.producer(
-            config, source, (source, target), delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="heartbeats"
+            config,
+            source,
+            Flow(source, target),
+            delivery_timeout_ms=settings.mirror_delivery_timeout_ms,
+            tag="heartbeats",
         )
         return HeartbeatEmitter(source, target, topic, producer, settings.mirror_delivery_timeout_ms / 1000.0)
 
@@ -240,7 +245,7 @@ class App:
         source, target = self.env.flow()
         config = self.config()
         config.check_flow(source, target)
-        flow = (source, target)
+        flow = Flow(source, target)
         settings = config.settings(source, target)
         policy = config.policy(source, target)
         self.ensure_internal_topic(
@@ -271,7 +276,7 @@ class App:
         settings = config.settings(source, target)
         if not settings.enabled:  # retried until topic sync pauses the mappings; nothing is committed meanwhile
             raise TopicNotReplicatedError(f"{source}->{target} is disabled; its event source mappings are being paused")
-        flow = (source, target)
+        flow = Flow(source, target)
         policy = config.policy(source, target)
         producer = self.kafka.producer(
             config, target, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="mirror"

@@ -5,7 +5,7 @@ root to their one-line messages."""
 
 from __future__ import annotations
 
-__all__ = ["PermanentError", "RetriableError", "SrmError"]
+__all__ = ["ConfigError", "PermanentError", "RetriableError", "SrmError"]
 
 
 class SrmError(Exception):
@@ -18,3 +18,13 @@ class RetriableError(SrmError):
 
 class PermanentError(SrmError):
     """The request, the record or the configuration is wrong; retrying without a change fails the same way."""
+
+
+class ConfigError(PermanentError, ValueError):
+    """A configuration problem, named by key, value and where it came from."""
+
+    def __init__(self, message: str, *, key: str | None = None, origin: str | None = None) -> None:
+        where = f"{origin}: " if origin else ""
+        super().__init__(f"{where}{message}")
+        self.key = key
+        self.origin = origin

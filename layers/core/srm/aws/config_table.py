@@ -38,10 +38,11 @@ from aws_lambda_powertools.utilities.parameters import DynamoDBProvider
 from botocore.exceptions import BotoCoreError, ClientError
 
 from srm.aws.state import _create_table
-from srm.config.parsing import ConfigError, Properties
+from srm.config.parsing import Properties
 from srm.config.scopes import ConfigSnapshot, Scope, flatten_scopes, split_scopes
 from srm.config.secrets import is_plain_secret
 from srm.config.settings import SrmConfig
+from srm.errors import ConfigError
 
 __all__ = [
     "ConfigConflictError",

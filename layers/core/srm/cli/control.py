@@ -28,11 +28,12 @@ from typing import Any, NoReturn, TextIO
 
 from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
 from srm.aws.state import StateStore, create_state_table
-from srm.config.parsing import ConfigError
-from srm.config.settings import flow_name, load_file, parse_flow_name
+from srm.config.settings import load_file
 from srm.control.edits import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
 from srm.control.status import FlowStatus
 from srm.core.filters import parse_list
+from srm.errors import ConfigError
+from srm.flow import Flow
 from srm.kafka.readers import KafkaStatusProbe
 from srm.local.store import STATE_DIR, local_store_url
 
@@ -231,7 +232,7 @@ def _filters(session: Session, args: argparse.Namespace, kind: FilterKind) -> in
     for note in change.notes:
         session.print(f"note: {note}")
     for before, after in ((change.before.include, change.after.include), (change.before.exclude, change.after.exclude)):
-        name = f"{flow_name(args.source, args.target)} {after.key}"
+        name = f"{Flow(args.source, args.target)!s} {after.key}"
         if before.patterns == after.patterns:
             session.print(f"{name}: unchanged ({_show(after)})")
         else:
@@ -246,7 +247,7 @@ def _show(setting: PatternSetting) -> str:
 
 
 def _setting_lines(view: FilterView, setting: PatternSetting) -> list[str]:
-    lines = [f"{flow_name(view.source, view.target)} {setting.key} ({setting.origin(view.source, view.target)}):"]
+    lines = [f"{Flow(view.source, view.target)!s} {setting.key} ({setting.origin(view.source, view.target)}):"]
     lines += [f"  {p}" for p in setting.patterns] or ["  <empty: matches nothing>"]
     return lines
 
@@ -286,7 +287,7 @@ def register_flows(sub: Any, common: argparse.ArgumentParser) -> None:
         v.set_defaults(handler=lambda session, args, on=(verb == "enable"): _flows_set(session, args, on))
 
 
-def _flow_of(args: argparse.Namespace) -> tuple[str, str]:
+def _flow_of(args: argparse.Namespace) -> Flow:
     if args.flow and (args.source or args.target):
         raise UsageError("give the flow as SOURCE->TARGET or with --source/--target, not both")
     if args.flow:
@@ -294,12 +295,12 @@ def _flow_of(args: argparse.Namespace) -> tuple[str, str]:
             hint = " (quote it: the shell took '>' as a redirection)" if args.flow.endswith("-") else ""
             raise UsageError(f"{args.flow!r} is not a flow: expected 'SOURCE->TARGET'{hint}")
         try:
-            return parse_flow_name(args.flow)
+            return Flow.parse(args.flow)
         except ConfigError as e:
             raise UsageError(str(e)) from None
     if not (args.source and args.target):
         raise UsageError("name the flow: 'SOURCE->TARGET', or --source and --target")
-    return args.source, args.target
+    return Flow(args.source, args.target)
 
 
 def _flows_list(session: Session, args: argparse.Namespace) -> int:
@@ -421,7 +422,7 @@ def _status(session: Session, args: argparse.Namespace) -> int:
 
     if bool(args.source) != bool(args.target):
         raise UsageError("status: give both --source and --target, or neither")
-    flows = [(args.source, args.target)] if args.source else None
+    flows = [Flow(args.source, args.target)] if args.source else None
     probe = KafkaStatusProbe(secrets_manager_resolver(session.region), timeout=args.timeout)
     statuses = session.control().status(probe, session.state(), flows)
     if args.json:

@@ -7,8 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
-from srm.config.parsing import ConfigError
 from srm.config.settings import load_file
+from srm.errors import ConfigError
 
 __all__ = ["main"]
 

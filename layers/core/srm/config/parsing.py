@@ -9,21 +9,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from srm.errors import PermanentError
+from srm.errors import ConfigError
 
-__all__ = ["ConfigError", "Properties", "parse_properties_text", "parse_yaml_text"]
+__all__ = ["Properties", "parse_properties_text", "parse_yaml_text"]
 
 _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
-
-
-class ConfigError(PermanentError, ValueError):
-    """A configuration problem, named by key, value and where it came from."""
-
-    def __init__(self, message: str, *, key: str | None = None, origin: str | None = None) -> None:
-        where = f"{origin}: " if origin else ""
-        super().__init__(f"{where}{message}")
-        self.key = key
-        self.origin = origin
 
 
 @dataclass

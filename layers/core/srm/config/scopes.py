@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from srm.config.parsing import Properties
+from srm.flow import Flow
 
 __all__ = ["ConfigSnapshot", "Scope", "flatten_scopes", "scope_key", "split_scopes"]
 
 _FLOW_KEY = re.compile(r"^(?P<flow>[^\s.,>]+?->[^\s.,>]+?)\.(?P<key>.+)$")
 
 
-def scope_key(*, cluster: str | None = None, flow: tuple[str, str] | None = None) -> str:
+def scope_key(*, cluster: str | None = None, flow: Flow | None = None) -> str:
     """The sort key of a scope: the global settings, a cluster's, or a replication flow's."""
     if cluster is not None:
         return f"cluster#{cluster}"

@@ -8,7 +8,8 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from srm.config.parsing import ConfigError, parse_properties_text
+from srm.config.parsing import parse_properties_text
+from srm.errors import ConfigError
 
 __all__ = [
     "MASK",

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from srm.config.parsing import ConfigError, Properties, _to_str, parse_properties_text, parse_yaml_text
+from srm.config.parsing import Properties, _to_str, parse_properties_text, parse_yaml_text
 from srm.config.secrets import MASK, is_sensitive
 from srm.core.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
@@ -35,6 +35,9 @@ from srm.core.filters import (
     TopicFilter,
     parse_list,
 )
+from srm.core.loops import identity_loops
+from srm.errors import ConfigError
+from srm.flow import Flow
 from srm.mm2.policy import PolicyError, ReplicationPolicy, load_policy
 
 __all__ = [
@@ -42,9 +45,7 @@ __all__ = [
     "FlowSettings",
     "SrmConfig",
     "client_properties",
-    "flow_name",
     "load_file",
-    "parse_flow_name",
     "resolve",
 ]
 
@@ -122,17 +123,6 @@ def load_file(path: str | Path) -> SrmConfig:
 # ---------------------------------------------------------------------------------------------------------------
 # Resolution
 # ---------------------------------------------------------------------------------------------------------------
-def flow_name(source: str, target: str) -> str:
-    return f"{source}->{target}"
-
-
-def parse_flow_name(name: str) -> tuple[str, str]:
-    source, sep, target = name.partition("->")
-    if not sep or not source or not target:
-        raise ConfigError(f"{name!r} is not a replication name: expected SOURCE->TARGET")
-    return source.strip(), target.strip()
-
-
 def resolve(
     props: Mapping[str, str], key: str, *, source: str | None = None, target: str | None = None
 ) -> tuple[str, str] | None:
@@ -159,7 +149,7 @@ def client_properties(
     cluster: str,
     role: str,
     *,
-    flow: tuple[str, str] | None = None,
+    flow: Flow | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Kafka client settings for a ``role`` client (producer, consumer, admin) of ``cluster``, as
     ``{client key: (value, defining key)}``. Later layers win:
@@ -180,7 +170,7 @@ def client_properties(
         layers.append((f"{side}.{role}.", False))
     layers += [(f"{cluster}.", True), (f"{cluster}.{role}.", False)]
     if flow is not None:
-        name = flow_name(*flow)
+        name = str(Flow(*flow))
         layers += [(f"{name}.{role}.", False), (f"{name}.{side}.{role}.", False)]
     result: dict[str, tuple[str, str]] = {}
     for prefix, common_only in layers:
@@ -309,7 +299,7 @@ class SrmConfig:
 
     properties: Properties
     clusters: tuple[str, ...]
-    flows: tuple[tuple[str, str], ...]  # every replication named in the config, enabled or not
+    flows: tuple[Flow, ...]  # every replication named in the config, enabled or not
     warnings: tuple[str, ...] = ()
 
     @classmethod
@@ -343,14 +333,14 @@ class SrmConfig:
         if len(set(clusters)) != len(clusters):
             raise ConfigError("clusters: an alias is listed twice", key="clusters", origin=props.origin("clusters"))
 
-        flows: list[tuple[str, str]] = []
+        flows: list[Flow] = []
         warnings: list[str] = []
         for key in props:
             origin = props.origin(key)
             m = _FLOW_RE.match(key)
             if m:
                 source, target, rest = m["source"], m["target"], m["key"]
-                for alias in (source, target):
+                for alias in Flow(source, target):
                     if alias not in clusters:
                         raise ConfigError(_unknown_alias(alias, clusters, key), key=key, origin=origin)
                 if source == target:
@@ -359,8 +349,8 @@ class SrmConfig:
                         key=key,
                         origin=origin,
                     )
-                if (source, target) not in flows:
-                    flows.append((source, target))
+                if Flow(source, target) not in flows:
+                    flows.append(Flow(source, target))
                 if not _known_scoped_key(rest):
                     warnings.append(_unknown_key_warning(key, rest, origin))
                 continue
@@ -404,14 +394,14 @@ class SrmConfig:
             raise ConfigError(_unknown_alias(alias, self.clusters, alias))
         return alias
 
-    def check_flow(self, source: str, target: str) -> tuple[str, str]:
+    def check_flow(self, source: str, target: str) -> Flow:
         self.check_alias(source)
         self.check_alias(target)
         if source == target:
-            raise ConfigError(f"{source}->{target}: a replication needs two different clusters")
-        return source, target
+            raise ConfigError(f"{Flow(source, target)}: a replication needs two different clusters")
+        return Flow(source, target)
 
-    def enabled_flows(self) -> list[tuple[str, str]]:
+    def enabled_flows(self) -> list[Flow]:
         return [f for f in self.flows if self.settings(*f).enabled]
 
     def bootstrap_servers(self, alias: str) -> str | None:
@@ -420,10 +410,10 @@ class SrmConfig:
 
     def _per_flow(self, name: str, compute: Callable[[str, str], Any], source: str, target: str) -> Any:
         """Computed once per flow: the configuration never changes (a new one is loaded instead)."""
-        cache: dict[tuple[str, str], Any] = self.__dict__.setdefault(name, {})
-        if (source, target) not in cache:
-            cache[(source, target)] = compute(source, target)
-        return cache[(source, target)]
+        cache: dict[Flow, Any] = self.__dict__.setdefault(name, {})
+        if Flow(source, target) not in cache:
+            cache[Flow(source, target)] = compute(source, target)
+        return cache[Flow(source, target)]
 
     def settings(self, source: str, target: str) -> FlowSettings:
         """The validated settings of ``source->target``, each from the most specific level that sets it."""
@@ -484,7 +474,7 @@ class SrmConfig:
             key = found[1] if found else "replication.policy.class"
             raise ConfigError(str(e), key=key, origin=self.properties.origin(key)) from None
 
-    def client(self, alias: str, role: str, flow: tuple[str, str] | None = None) -> dict[str, tuple[str, str]]:
+    def client(self, alias: str, role: str, flow: Flow | None = None) -> dict[str, tuple[str, str]]:
         self.check_alias(alias)
         return client_properties(self.properties, alias, role, flow=flow)
 
@@ -496,9 +486,9 @@ class SrmConfig:
 def _refuse_identity_loops(config: SrmConfig) -> None:
     """Enabled name-preserving flows that would replicate a literally named topic round a cycle are refused
     (:mod:`srm.core.loops`, level 1)."""
-    from srm.core.loops import identity_loops
-
-    flows = {f: (config.policy(*f), config.settings(*f).topic_filter()) for f in config.enabled_flows()}
+    flows: dict[tuple[str, str], tuple[ReplicationPolicy, TopicFilter]] = {
+        f: (config.policy(*f), config.settings(*f).topic_filter()) for f in config.enabled_flows()
+    }
     loops = identity_loops(flows)
     if loops:
         loop = loops[0]

@@ -37,7 +37,7 @@ from srm.config.export import format_properties, format_yaml
 from srm.config.parsing import Properties
 from srm.config.scopes import ConfigSnapshot, scope_key
 from srm.config.secrets import mask_secrets
-from srm.config.settings import SrmConfig, flow_name, resolve
+from srm.config.settings import SrmConfig, resolve
 from srm.control.status import FlowStatus, StatusProbe, flow_status
 from srm.core.filters import (
     DEFAULT_GROUPS,
@@ -48,6 +48,7 @@ from srm.core.filters import (
     PatternList,
     parse_list,
 )
+from srm.flow import Flow
 
 __all__ = [
     "Control",
@@ -91,7 +92,7 @@ class PatternSetting:
     def origin(self, source: str, target: str) -> str:
         if self.defined_by is None:
             return "default"
-        if self.defined_by == f"{flow_name(source, target)}.{self.key}":
+        if self.defined_by == f"{Flow(source, target)!s}.{self.key}":
             return "set on the flow"
         return f"inherited from {self.defined_by}"
 
@@ -146,7 +147,7 @@ class FlowInfo:
 
     @property
     def name(self) -> str:
-        return flow_name(self.source, self.target)
+        return str(Flow(self.source, self.target))
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ class Control:
         config = self.config(base)
         _check_flow(config, source, target)
         before = _view(config.properties, source, target, kind)
-        flow = flow_name(source, target)
+        flow = str(Flow(source, target))
         notes: list[str] = []
         include = _edit_list(flow, before.include, edit.add, edit.remove, notes, replace_default=True)
         exclude = _edit_list(flow, before.exclude, edit.add_exclude, edit.remove_exclude, notes, replace_default=False)
@@ -293,7 +294,7 @@ class Control:
         self,
         probe: StatusProbe,
         state: StateStore | None = None,
-        flows: Sequence[tuple[str, str]] | None = None,
+        flows: Sequence[Flow] | None = None,
         base: ConfigSnapshot | None = None,
     ) -> list[FlowStatus]:
         """Each flow's state as the state table and the clusters tell it; what cannot be asked is reported per flow
@@ -309,11 +310,11 @@ class Control:
     ) -> SrmConfig:
         """Validate the whole configuration with ``updates`` on the flow, then write the flow's scope conditionally."""
         props = Properties(dict(config.properties.data), dict(config.properties.origins), config.properties.source)
-        prefix = flow_name(source, target) + "."
+        prefix = str(Flow(source, target)) + "."
         for key, value in updates.items():
             props.set(prefix + key, value, "this change")
         new_config = SrmConfig.from_properties(props)  # ConfigError names the key; nothing written
-        sk = scope_key(flow=(source, target))
+        sk = scope_key(flow=Flow(source, target))
         scope = base.scope(sk)
         self.store.commit(base, {sk: {**scope.properties, **updates}}, author=self.author)
         return new_config
@@ -328,12 +329,12 @@ def _check_flow(config: SrmConfig, source: str, target: str) -> None:
                 + (f"; did you mean '{hint[0]}'?" if hint else "")
             )
     if source == target:
-        raise ControlError(f"{flow_name(source, target)}: a flow needs two different clusters")
-    if (source, target) not in config.flows:
-        known = ", ".join(flow_name(*f) for f in config.flows) or "none"
+        raise ControlError(f"{Flow(source, target)!s}: a flow needs two different clusters")
+    if Flow(source, target) not in config.flows:
+        known = ", ".join(str(Flow(*f)) for f in config.flows) or "none"
         raise ControlError(
-            f"flow {flow_name(source, target)} does not exist (flows: {known}); define it in the configuration "
-            f"({flow_name(source, target)}.enabled = true) and import it with srm-control config import"
+            f"flow {Flow(source, target)!s} does not exist (flows: {known}); define it in the configuration "
+            f"({Flow(source, target)!s}.enabled = true) and import it with srm-control config import"
         )
 
 
@@ -408,7 +409,7 @@ def _explain_additions(
     notes: list[str],
 ) -> None:
     """Tell the operator when an added name will still not be replicated (denied, or internal)."""
-    flow = flow_name(source, target)
+    flow = str(Flow(source, target))
     policy = config.policy(source, target)
     for pattern in adds:
         denied = _matching(exclude, pattern)
@@ -419,7 +420,7 @@ def _explain_additions(
 
 
 def _flow_info(config: SrmConfig, base: ConfigSnapshot, source: str, target: str) -> FlowInfo:
-    scope = base.scope(scope_key(flow=(source, target)))
+    scope = base.scope(scope_key(flow=Flow(source, target)))
     return FlowInfo(
         source,
         target,

@@ -7,6 +7,7 @@ from confluent_kafka.admin import AdminClient
 
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
+from srm.flow import Flow
 from srm.kafka.admin import group_offsets
 from srm.kafka.clients import admin_config, build
 from srm.mm2.client import CheckpointedOffset, MirrorClient
@@ -26,7 +27,7 @@ def failover_offsets(
     When there is no checkpoint, asks ``source`` why (unknown group, or no topic ``source->target`` replicates) and
     raises NoOffsetsError with the answer."""
     config.check_flow(source, target)
-    flow = (source, target)
+    flow = Flow(source, target)
     policy = config.policy(source, target)
     reader = MirrorClient(admin_config(config, target, flow, resolver), policy)
     try:
@@ -47,7 +48,7 @@ def _why_no_checkpoint(
             f"group {group} is not checkpointed by {source}->{target} (groups={settings.groups!r}, "
             f"groups.exclude={settings.groups_exclude!r})"
         )
-    admin = build(AdminClient, admin_config(config, source, (source, target), resolver), config, source, "admin")
+    admin = build(AdminClient, admin_config(config, source, Flow(source, target), resolver), config, source, "admin")
     try:
         offsets = group_offsets(admin, group, timeout)
     except Exception as e:  # the source may well be down: that is when failover happens

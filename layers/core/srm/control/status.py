@@ -11,9 +11,10 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, KafkaException
 
 from srm.aws.state import StateError, StateStore, TopicMappingRecord
-from srm.config.parsing import ConfigError
-from srm.config.settings import SrmConfig, flow_name
+from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, plan_topics
+from srm.errors import ConfigError
+from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError
 
 __all__ = ["FlowStatus", "StatusProbe", "TopicStatus", "flow_status"]
@@ -44,7 +45,7 @@ class FlowStatus:
 
     @property
     def name(self) -> str:
-        return flow_name(self.source, self.target)
+        return str(Flow(self.source, self.target))
 
     @property
     def lag(self) -> int | None:

@@ -20,9 +20,10 @@ from confluent_kafka.admin import (
     AdminClient,
 )
 
-from srm.config.parsing import ConfigError
 from srm.config.secrets import SecretResolver, default_secret_resolver, resolve_refs
 from srm.config.settings import SrmConfig
+from srm.errors import ConfigError
+from srm.flow import Flow
 
 __all__ = [
     "KafkaClients",
@@ -144,7 +145,7 @@ def _with(base: dict[str, str], defaults: Mapping[str, str], enforced: Mapping[s
 def producer_config(
     config: SrmConfig,
     alias: str,
-    flow: tuple[str, str] | None,
+    flow: Flow | None,
     *,
     delivery_timeout_ms: int,
     resolver: SecretResolver = default_secret_resolver,
@@ -169,7 +170,7 @@ def producer_config(
 def consumer_config(
     config: SrmConfig,
     alias: str,
-    flow: tuple[str, str] | None,
+    flow: Flow | None,
     *,
     group_id: str,
     resolver: SecretResolver = default_secret_resolver,
@@ -193,7 +194,7 @@ def consumer_config(
 def admin_config(
     config: SrmConfig,
     alias: str,
-    flow: tuple[str, str] | None = None,
+    flow: Flow | None = None,
     resolver: SecretResolver = default_secret_resolver,
 ) -> dict[str, str]:
     return librdkafka_config(config.client(alias, "admin", flow), config, resolver)
@@ -260,12 +261,12 @@ class KafkaClients:
             return client
 
     def producer(
-        self, config: SrmConfig, alias: str, flow: tuple[str, str] | None, *, delivery_timeout_ms: int, tag: str = ""
+        self, config: SrmConfig, alias: str, flow: Flow | None, *, delivery_timeout_ms: int, tag: str = ""
     ) -> Producer:
         conf = producer_config(config, alias, flow, delivery_timeout_ms=delivery_timeout_ms, resolver=self.resolver)
         return self._get(Producer, "producer", alias, conf, config, tag)
 
-    def admin(self, config: SrmConfig, alias: str, flow: tuple[str, str] | None = None) -> AdminClient:
+    def admin(self, config: SrmConfig, alias: str, flow: Flow | None = None) -> AdminClient:
         conf = admin_config(config, alias, flow, resolver=self.resolver)
         return self._get(AdminClient, "admin", alias, conf, config, "")
 

@@ -13,10 +13,11 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from srm.config.parsing import ConfigError
 from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, mapping_group_id
+from srm.errors import ConfigError
+from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError, list_topics
 from srm.kafka.clients import admin_config, build, consumer_config
 from srm.mm2.formats import FormatError, Heartbeat
@@ -135,7 +136,9 @@ class KafkaStatusProbe:
         info = self.topics(config, target).get(topic)
         if info is None:
             return []
-        conf = consumer_config(config, target, (source, target), group_id="srm-control-status", resolver=self._resolver)
+        conf = consumer_config(
+            config, target, Flow(source, target), group_id="srm-control-status", resolver=self._resolver
+        )
         conf.update(self._QUIET)
         consumer = build(Consumer, conf, config, target, "consumer")
         out: list[tuple[bytes | None, bytes | None, int]] = []

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from srm.config.settings import FlowSettings, SrmConfig
 from srm.core.events import local_event_source_arn
 from srm.core.plans import MappingConfig, ObservedMapping, mapping_group_id
+from srm.flow import Flow
 from srm.kafka.clients import consumer_config
 from srm.local.event_source import EmulatedMapping, MappingSettings
 
@@ -123,7 +124,7 @@ class LocalEventSources:
         conf = consumer_config(
             srm_config,
             source,
-            (source, target),
+            Flow(source, target),
             group_id=mapping_group_id(source, target, topic),
             resolver=self._app.kafka.resolver,
         )

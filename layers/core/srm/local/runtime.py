@@ -24,9 +24,11 @@ import boto3
 
 from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.state import create_state_table
-from srm.config.parsing import ConfigError, Properties
+from srm.config.parsing import Properties
 from srm.config.secrets import is_plain_secret
-from srm.config.settings import SrmConfig, flow_name
+from srm.config.settings import SrmConfig
+from srm.errors import ConfigError
+from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError, list_topics
 from srm.kafka.clients import admin_config, build
 from srm.local.store import STATE_DIR, LocalStore
@@ -69,8 +71,8 @@ class LocalRuntime:
         self.config = SrmConfig.from_properties(clean)
         self._store: LocalStore | None = None
         self.endpoint_url = self.options.endpoint_url
-        self._workers: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
-        self._restarts: dict[tuple[str, str], float] = {}
+        self._workers: dict[Flow, subprocess.Popen[bytes]] = {}
+        self._restarts: dict[Flow, float] = {}
         self.config_store: ConfigStore | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -119,11 +121,11 @@ class LocalRuntime:
         wanted = set(self.config_store.load(fresh=True).enabled_flows())
         for flow, process in list(self._workers.items()):
             if flow not in wanted:
-                log.info("%s disabled: stopping its worker", flow_name(*flow))
+                log.info("%s disabled: stopping its worker", str(Flow(*flow)))
                 self._terminate(process)
                 del self._workers[flow]
             elif process.poll() is not None:
-                log.warning("%s worker exited with %s; restarting", flow_name(*flow), process.returncode)
+                log.warning("%s worker exited with %s; restarting", str(Flow(*flow)), process.returncode)
                 del self._workers[flow]
         for flow in sorted(wanted):
             if flow not in self._workers and time.monotonic() >= self._restarts.get(flow, 0.0):
@@ -132,7 +134,7 @@ class LocalRuntime:
 
     def _spawn(self, source: str, target: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, **self.worker_env(source, target)}
-        log.info("%s: starting worker", flow_name(source, target))
+        log.info("%s: starting worker", str(Flow(source, target)))
         return subprocess.Popen([sys.executable, "-m", "srm.local.worker"], env=env, stdin=subprocess.DEVNULL)
 
     def worker_env(self, source: str, target: str) -> Mapping[str, str]:
@@ -199,7 +201,7 @@ def run(config: SrmConfig, options: RuntimeOptions) -> int:
     runtime = LocalRuntime(config, options)
     try:
         runtime.start()
-        flows = ", ".join(flow_name(*f) for f in runtime.config.enabled_flows()) or "none enabled"
+        flows = ", ".join(str(Flow(*f)) for f in runtime.config.enabled_flows()) or "none enabled"
         log.info("running %s; stop with Ctrl-C", flows)
         runtime.run_until(stop)
     except ConfigError:

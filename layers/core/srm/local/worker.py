@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from srm.app import App
-from srm.config.parsing import ConfigError
 from srm.config.settings import SrmConfig
+from srm.errors import ConfigError
 from srm.local.event_source import LocalContext
 from srm.local.mappings import LocalEventSources
 

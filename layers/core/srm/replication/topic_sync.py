@@ -38,6 +38,7 @@ from srm.aws.state import StateStore, TopicMappingRecord
 from srm.config.settings import FlowSettings
 from srm.core.loops import came_from, keeps_name
 from srm.core.plans import TopicInfo, TopicPlan, plan_topics
+from srm.flow import Flow
 from srm.kafka.acls import AclSyncResult, TopicAcls
 from srm.kafka.admin import RemoteTopics, list_topics, sync_topic_configs
 from srm.mm2.policy import ReplicationPolicy
@@ -62,7 +63,7 @@ class TopicSync:
     target_admin: AdminClient | None = None  # configs and ACLs are synced only with it
     state: StateStore | None = None  # topic and event source mappings are recorded only with it
     acls: TopicAcls = field(default_factory=TopicAcls)
-    flows: tuple[tuple[str, str], ...] = ()  # every flow of the configuration (the identity loop guard)
+    flows: tuple[Flow, ...] = ()  # every flow of the configuration (the identity loop guard)
 
 
 class TopicSyncError(RuntimeError):
