@@ -53,7 +53,7 @@ class Flow:
         self.store.replace_all(SrmConfig.from_properties(Properties.of(props)))
 
     def sync(self) -> dict[str, list[str]]:
-        result = sync_topics(self.app.topic_sync())
+        result = sync_topics(self.app.topic_sync_context())
         assert result.mappings is not None
         return result.mappings.summary()
 
@@ -157,7 +157,7 @@ def test_acl_sync_target_without_authorizer_logged_once_and_topic_sync_carries_o
     # WHEN topic sync runs twice
     with caplog.at_level(logging.INFO, logger="srm.kafka.acls"):
         for _ in range(2):
-            ctx = flow.app.topic_sync()
+            ctx = flow.app.topic_sync_context()
             ctx.source_admin = AclsFromSource(ctx.source_admin, [allow_all])  # type: ignore[assignment]
             result = sync_topics(ctx)
             # THEN it succeeds: the remote topic and mapping exist, ACL sync says why it did nothing
@@ -185,7 +185,7 @@ def test_disabled_flow_pauses_mappings_creates_nothing_and_enabling_resumes(flow
     assert f"a.{later}" not in admin(flow.b).list_topics(timeout=10).topics
     # and a batch still in flight is refused (retried, nothing committed) rather than replicated
     with pytest.raises(TopicNotReplicatedError, match="disabled"):
-        flow.app.mirror_target()
+        flow.app.mirror_context()
 
     # WHEN enabled again THEN the paused mapping resumes and the new topic gets one
     flow.configure(topics=f"{flow.prefix}\\..*", enabled="true")

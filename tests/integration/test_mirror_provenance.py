@@ -16,7 +16,7 @@ from srm.core.events import EventBuilder
 from srm.core.offsets import Run
 from srm.mm2.formats import Heartbeat
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
-from srm.replication.mirror import MirrorTarget, replicate_batch
+from srm.replication.mirror import MirrorContext, replicate_batch
 from tests.support.kafka import create_topic, read_partition, unique
 
 pytestmark = pytest.mark.integration
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 Header = tuple[str, bytes | None]
 
 
-def target(policy: ReplicationPolicy, state: StateStore, bootstrap: str, source: str = "a") -> MirrorTarget:
-    return MirrorTarget(
+def target(policy: ReplicationPolicy, state: StateStore, bootstrap: str, source: str = "a") -> MirrorContext:
+    return MirrorContext(
         source=source,
         target="b",
         settings=FlowSettings.model_validate({"emit.offset-syncs.enabled": False}),

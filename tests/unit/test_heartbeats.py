@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from srm.replication.heartbeat import HeartbeatEmitter, HeartbeatError, emit_heartbeat, latest_heartbeat
+from srm.replication.heartbeat import HeartbeatContext, HeartbeatError, emit_heartbeat, latest_heartbeat
 
 # Built by hand from MM2's Heartbeat schemas: key = sourceClusterAlias STRING, targetClusterAlias STRING;
 # value = version INT16 (0), timestamp INT64; STRING = INT16 length + UTF-8; big-endian.
@@ -33,7 +33,7 @@ class RecordingProducer:
 
 def test_emit_heartbeat_writes_mm2_golden_bytes_to_partition_0_with_its_timestamp() -> None:
     producer = RecordingProducer()
-    heartbeat = emit_heartbeat(HeartbeatEmitter("us-west", "us-east", "heartbeats", producer), now_ms=TS)
+    heartbeat = emit_heartbeat(HeartbeatContext("us-west", "us-east", "heartbeats", producer), now_ms=TS)
     (record,) = producer.produced
     assert (record["topic"], record["key"], record["value"]) == ("heartbeats", GOLDEN_KEY, GOLDEN_VALUE)
     assert (record["partition"], record["timestamp"], heartbeat.timestamp) == (0, TS, TS)
@@ -41,7 +41,7 @@ def test_emit_heartbeat_writes_mm2_golden_bytes_to_partition_0_with_its_timestam
 
 def test_emit_heartbeat_not_acknowledged_raises_naming_topic() -> None:
     with pytest.raises(HeartbeatError, match="heartbeats: broker down") as e:
-        emit_heartbeat(HeartbeatEmitter("a", "b", "heartbeats", RecordingProducer(fail="broker down")), now_ms=1)
+        emit_heartbeat(HeartbeatContext("a", "b", "heartbeats", RecordingProducer(fail="broker down")), now_ms=1)
     assert e.value.topic == "heartbeats"
 
 

@@ -21,7 +21,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import boto3
 from botocore.config import Config
@@ -30,18 +30,19 @@ from srm.aws.config_table import ConfigStore
 from srm.aws.lambda_mappings import LambdaEventSources
 from srm.aws.state import StateStore
 from srm.config.secrets import SecretResolver, default_secret_resolver
-from srm.config.settings import SrmConfig
+from srm.config.settings import FlowSettings, SrmConfig
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.acls import TopicAcls
 from srm.kafka.admin import RemoteTopics, ensure_topic
 from srm.kafka.clients import KafkaClients, consumer_config
 from srm.kafka.readers import quiet_probe
+from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
-from srm.replication.heartbeat import HeartbeatEmitter
+from srm.replication.heartbeat import HeartbeatContext
 from srm.replication.mappings import EventSourceMappings
-from srm.replication.mirror import MirrorTarget, TopicNotReplicatedError
-from srm.replication.topic_sync import TopicSync
+from srm.replication.mirror import MirrorContext, TopicNotReplicatedError
+from srm.replication.topic_sync import TopicSyncContext
 
 __all__ = ["App", "Environment"]
 
@@ -129,6 +130,13 @@ def _secret_ref(path: str) -> tuple[str, str]:
     return ":".join(parts[:n]), ":".join(parts[n:])
 
 
+class _Bound(NamedTuple):
+    flow: Flow
+    config: SrmConfig
+    settings: FlowSettings
+    policy: ReplicationPolicy
+
+
 class App:
     """Per-container wiring. ``App.current()`` is what handlers use; tests build their own."""
 
@@ -196,16 +204,23 @@ class App:
             ensure_topic(self.kafka.admin(config, alias), topic, 1, replication_factor, {"cleanup.policy": "compact"})
             self._internal_topics.add((alias, topic))
 
-    def topic_sync(self) -> TopicSync:
-        """The topic-sync function's dependencies for this container's flow."""
+    def _bind(self) -> _Bound:
+        """The preamble every function context starts with: this container's flow, checked against the current
+        (cached) configuration, with its settings and policy."""
         source, target = self.env.flow()
         config = self.config()
-        config.check_flow(source, target)
-        return TopicSync(
+        flow = config.check_flow(source, target)
+        return _Bound(flow, config, config.settings(source, target), config.policy(source, target))
+
+    def topic_sync_context(self) -> TopicSyncContext:
+        """The topic-sync function's dependencies for this container's flow."""
+        flow, config, settings, policy = self._bind()
+        source, target = flow
+        return TopicSyncContext(
             source=source,
             target=target,
-            settings=config.settings(source, target),
-            policy=config.policy(source, target),
+            settings=settings,
+            policy=policy,
             source_admin=self.kafka.admin(config, source, Flow(source, target)),
             remote_topics=self.remote_topics(config, source, target),
             event_sources=self.event_sources,
@@ -219,16 +234,13 @@ class App:
         with self._lock:  # per container: it remembers which clusters have no authorizer
             return self._topic_acls.setdefault(Flow(source, target), TopicAcls())
 
-    def heartbeat(self) -> HeartbeatEmitter | None:
+    def heartbeat_context(self) -> HeartbeatContext | None:
         """The heartbeat function's dependencies for this container's flow; None when the flow emits none (disabled,
         or ``emit.heartbeats.enabled=false``)."""
-        source, target = self.env.flow()
-        config = self.config()
-        config.check_flow(source, target)
-        settings = config.settings(source, target)
+        flow, config, settings, policy = self._bind()
+        source, target = flow
         if not settings.enabled or not settings.emit_heartbeats_enabled:
             return None
-        policy = config.policy(source, target)
         topic = policy.heartbeats_topic()
         self.ensure_internal_topic(config, source, topic, settings.heartbeats_topic_replication_factor)
         producer = self.kafka.producer(
@@ -238,16 +250,12 @@ class App:
             delivery_timeout_ms=settings.mirror_delivery_timeout_ms,
             tag="heartbeats",
         )
-        return HeartbeatEmitter(source, target, topic, producer, settings.mirror_delivery_timeout_ms / 1000.0)
+        return HeartbeatContext(source, target, topic, producer, settings.mirror_delivery_timeout_ms / 1000.0)
 
     def checkpoint_context(self) -> CheckpointContext:
         """The checkpoint function's dependencies for this container's flow."""
-        source, target = self.env.flow()
-        config = self.config()
-        config.check_flow(source, target)
-        flow = Flow(source, target)
-        settings = config.settings(source, target)
-        policy = config.policy(source, target)
+        flow, config, settings, policy = self._bind()
+        source, target = flow
         self.ensure_internal_topic(
             config, target, policy.checkpoints_topic(source), settings.checkpoints_topic_replication_factor
         )
@@ -268,16 +276,12 @@ class App:
             quiet=quiet_probe(probe_config),
         )
 
-    def mirror_target(self) -> MirrorTarget:
+    def mirror_context(self) -> MirrorContext:
         """The mirror's dependencies for this container's flow, with the current (cached) configuration."""
-        source, target = self.env.flow()
-        config = self.config()
-        config.check_flow(source, target)
-        settings = config.settings(source, target)
+        flow, config, settings, policy = self._bind()
+        source, target = flow
         if not settings.enabled:  # retried until topic sync pauses the mappings; nothing is committed meanwhile
-            raise TopicNotReplicatedError(f"{source}->{target} is disabled; its event source mappings are being paused")
-        flow = Flow(source, target)
-        policy = config.policy(source, target)
+            raise TopicNotReplicatedError(f"{flow} is disabled; its event source mappings are being paused")
         producer = self.kafka.producer(
             config, target, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="mirror"
         )
@@ -295,7 +299,7 @@ class App:
                 config, location, policy.offset_syncs_topic(target), settings.offset_syncs_topic_replication_factor
             )
         remote_topics = self.remote_topics(config, source, target)
-        return MirrorTarget(
+        return MirrorContext(
             source=source,
             target=target,
             settings=settings,

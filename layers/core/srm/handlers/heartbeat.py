@@ -19,7 +19,7 @@ logger = Logger(service="srm-heartbeat")
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = App.current()
-    emitter = app.heartbeat()
+    emitter = app.heartbeat_context()
     if emitter is None:
         return {"emitted": False}
     try:

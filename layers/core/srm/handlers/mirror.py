@@ -34,19 +34,19 @@ _metrics_lock = threading.Lock()
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = App.current()
-    target = app.mirror_target()
+    ctx = app.mirror_context()
     try:
-        result = replicate_batch(event, target)
+        result = replicate_batch(event, ctx)
     except MalformedEventError as e:
         logger.error("malformed event: %s", e)
         raise
     except DeliveryError as e:
         if e.fatal:  # the idempotent producer is unusable: the next invocation starts a new one
-            app.kafka.discard_producer(target.target, "mirror")
+            app.kafka.discard_producer(ctx.target, "mirror")
         logger.error("batch not replicated, it will be retried: %s", e)
         raise
     with _metrics_lock:
-        metrics.add_dimension(name="Flow", value=f"{target.source}->{target.target}")
+        metrics.add_dimension(name="Flow", value=f"{ctx.source}->{ctx.target}")
         metrics.add_metric(name="ReplicatedRecords", unit=MetricUnit.Count, value=result.records)
         metrics.add_metric(name="ReplicatedBytes", unit=MetricUnit.Bytes, value=result.bytes)
         metrics.add_metric(name="ReplicationLatencyMax", unit=MetricUnit.Milliseconds, value=result.max_latency_ms)

@@ -16,7 +16,7 @@ logger = Logger(service="srm-topic-sync")
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     try:
-        result = sync_topics(App.current().topic_sync())
+        result = sync_topics(App.current().topic_sync_context())
     except TopicSyncError as e:  # the other steps were done; the next run retries the failed ones
         logger.error("topic sync incomplete", extra={"errors": {k: str(v) for k, v in e.errors.items()}})
         raise

@@ -19,7 +19,7 @@ from typing import Any
 
 from srm.mm2.formats import FormatError, Heartbeat
 
-__all__ = ["HeartbeatEmitter", "HeartbeatError", "emit_heartbeat", "latest_heartbeat"]
+__all__ = ["HeartbeatContext", "HeartbeatError", "emit_heartbeat", "latest_heartbeat"]
 
 
 class HeartbeatError(RuntimeError):
@@ -31,7 +31,7 @@ class HeartbeatError(RuntimeError):
 
 
 @dataclass
-class HeartbeatEmitter:
+class HeartbeatContext:
     """The heartbeat function's dependencies for one flow (built by :mod:`srm.app`)."""
 
     source: str
@@ -41,7 +41,7 @@ class HeartbeatEmitter:
     timeout_s: float = 30.0
 
 
-def emit_heartbeat(ctx: HeartbeatEmitter, now_ms: int | None = None) -> Heartbeat:
+def emit_heartbeat(ctx: HeartbeatContext, now_ms: int | None = None) -> Heartbeat:
     """Write one heartbeat to the source's heartbeats topic and wait for the acknowledgement."""
     heartbeat = Heartbeat(ctx.source, ctx.target, int(time.time() * 1000) if now_ms is None else now_ms)
     errors: list[str] = []

@@ -37,8 +37,8 @@ from srm.replication.heartbeat import latest_heartbeat
 __all__ = [
     "BatchResult",
     "DeliveryError",
+    "MirrorContext",
     "MirrorError",
-    "MirrorTarget",
     "RecordTooLargeError",
     "TopicNotReplicatedError",
     "replicate_batch",
@@ -68,7 +68,7 @@ class RecordTooLargeError(DeliveryError):
 
 
 @dataclass
-class MirrorTarget:
+class MirrorContext:
     """Everything the mirror needs for one flow, built once per container by :mod:`srm.app`."""
 
     source: str
@@ -129,7 +129,7 @@ class _Acks:
         return len(self.offsets) >= self.expected
 
 
-def replicate_batch(event: Any, target: MirrorTarget) -> BatchResult:
+def replicate_batch(event: Any, target: MirrorContext) -> BatchResult:
     """Replicate one Lambda Kafka event. Raises MalformedEventError, TopicNotReplicatedError or MirrorError."""
     _, batches = parse_event(event)
     settings = target.settings
@@ -245,7 +245,7 @@ _state_writers: ThreadPoolExecutor | None = None
 _state_writers_lock = threading.Lock()
 
 
-def _record_runs(target: MirrorTarget, runs: dict[tuple[str, int], list[Run]]) -> None:
+def _record_runs(target: MirrorContext, runs: dict[tuple[str, int], list[Run]]) -> None:
     """One state write per partition of the batch; the partitions' writes run side by side (a batch spans up to
     every partition of its topic, and each write is a round trip to DynamoDB). Raises the first failure, after
     every write has finished."""
@@ -292,7 +292,7 @@ def _with_provenance(batch: PartitionBatch, source: str, target: str) -> tuple[P
     return kept, len(batch) - len(keep)
 
 
-def _record_heartbeat(target: MirrorTarget, pending: list[tuple[PartitionBatch, str, _Acks]]) -> int | None:
+def _record_heartbeat(target: MirrorContext, pending: list[tuple[PartitionBatch, str, _Acks]]) -> int | None:
     """After a batch of the source's heartbeats topic reached the target: its newest heartbeat's latency, recorded
     in the flow status. A state table hiccup is logged, never fails a replicated batch."""
     heartbeats_topic = target.policy.heartbeats_topic()
@@ -330,7 +330,7 @@ def _offset_syncs(batch: PartitionBatch, runs: list[Run]) -> list[OffsetSync]:
     return syncs
 
 
-def _send_offset_syncs(target: MirrorTarget, syncs: list[OffsetSync]) -> _Acks | None:
+def _send_offset_syncs(target: MirrorContext, syncs: list[OffsetSync]) -> _Acks | None:
     producer = target.offset_sync_producer
     if producer is None or not syncs:
         return None
@@ -346,7 +346,7 @@ def _send_offset_syncs(target: MirrorTarget, syncs: list[OffsetSync]) -> _Acks |
     return acks
 
 
-def _await_offset_syncs(target: MirrorTarget, acks: _Acks) -> None:
+def _await_offset_syncs(target: MirrorContext, acks: _Acks) -> None:
     producer = target.offset_sync_producer
     assert producer is not None
     deadline = time.monotonic() + target.settings.mirror_delivery_timeout_ms / 1000.0

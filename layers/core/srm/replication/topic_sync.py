@@ -44,13 +44,13 @@ from srm.kafka.admin import RemoteTopics, list_topics, sync_topic_configs
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.mappings import EventSourceMappings, MappingSyncResult, sync_mappings
 
-__all__ = ["TopicSync", "TopicSyncError", "TopicSyncResult", "sync_topics"]
+__all__ = ["TopicSyncContext", "TopicSyncError", "TopicSyncResult", "sync_topics"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class TopicSync:
+class TopicSyncContext:
     """The topic-sync function's dependencies for one flow (built by :mod:`srm.app`)."""
 
     source: str
@@ -99,7 +99,7 @@ class TopicSyncResult:
         return out
 
 
-def sync_topics(ctx: TopicSync, now_ms: int | None = None) -> TopicSyncResult:
+def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncResult:
     """One topic sync of the flow (the steps in the module docstring)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     source, target, settings, state = ctx.source, ctx.target, ctx.settings, ctx.state
@@ -160,7 +160,7 @@ Records = dict[str, TopicMappingRecord]
 
 
 def _ensure_remote_topics(
-    ctx: TopicSync, plan: TopicPlan, records: Records, result: TopicSyncResult, errors: dict[str, Exception]
+    ctx: TopicSyncContext, plan: TopicPlan, records: Records, result: TopicSyncResult, errors: dict[str, Exception]
 ) -> None:
     target_topics = list_topics(ctx.target_admin) if ctx.target_admin is not None else None
     for topic, (remote, partitions) in plan.replicated.items():
@@ -176,7 +176,7 @@ def _ensure_remote_topics(
 
 
 def _sync_configs(
-    ctx: TopicSync,
+    ctx: TopicSyncContext,
     remote_topics: Mapping[str, str],
     records: Records,
     result: TopicSyncResult,
@@ -204,7 +204,7 @@ def _sync_configs(
 
 
 def _sync_acls(
-    ctx: TopicSync,
+    ctx: TopicSyncContext,
     remote_topics: Mapping[str, str],
     records: Records,
     result: TopicSyncResult,
@@ -240,7 +240,7 @@ def _due(last_ms: int | str | None, interval_s: float, refresh_s: float, now_ms:
     return now_ms - last_ms >= (interval_s - refresh_s / 2) * 1000
 
 
-def _loop_guard(ctx: TopicSync, source_topics: Mapping[str, TopicInfo]) -> dict[str, str]:
+def _loop_guard(ctx: TopicSyncContext, source_topics: Mapping[str, TopicInfo]) -> dict[str, str]:
     """Source topics a name-preserving policy must not replicate: created on the source by replication from the
     target, over any number of hops, per the state table's topic mappings of every flow
     (:func:`srm.core.loops.came_from`)."""
