@@ -12,10 +12,10 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
 )
@@ -26,10 +26,13 @@ from srm.errors import ConfigError
 from srm.flow import Flow
 
 __all__ = [
+    "Acks",
     "KafkaClients",
     "admin_config",
     "consumer_config",
     "librdkafka_config",
+    "produce",
+    "produce_and_wait",
     "producer_config",
 ]
 
@@ -236,6 +239,73 @@ def build(kind: type, conf: dict[str, str], config: SrmConfig, alias: str, role:
         defined = config.client(alias, role).get(bad, (None, None))[1] if bad else None
         origin = config.properties.origin(defined) if defined else None
         raise ConfigError(f"{alias} {role}: {message}", key=defined, origin=origin) from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Producing and waiting for the acknowledgements
+# ---------------------------------------------------------------------------------------------------------------
+class Acks:
+    """Delivery reports of records produced together: settled when every record is acknowledged or failed. The
+    first failure is kept, with how many records were acknowledged before it."""
+
+    __slots__ = ("error", "error_offset", "expected", "offsets")
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.offsets: list[int] = []
+        self.error: KafkaError | None = None
+        self.error_offset = -1
+
+    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            self.offsets.append(msg.offset())
+        elif self.error is None:
+            self.error = err
+            self.error_offset = len(self.offsets)
+            self.expected -= 1  # a failed record is settled too
+        else:
+            self.expected -= 1
+
+    @property
+    def settled(self) -> bool:
+        return len(self.offsets) >= self.expected
+
+    @property
+    def unsettled(self) -> int:
+        return max(0, self.expected - len(self.offsets))
+
+    def wait(self, producer: Producer, timeout_s: float) -> bool:
+        """Flush until every record is settled or ``timeout_s`` has passed; True when all were acknowledged."""
+        deadline = time.monotonic() + timeout_s
+        while not self.settled and time.monotonic() < deadline:
+            producer.flush(min(1.0, max(0.0, deadline - time.monotonic())))  # sends at once, without linger.ms
+        return self.settled and self.error is None
+
+
+Record = tuple[bytes | None, bytes | None, int | None]  # key, value, timestamp (None: now)
+
+
+def produce(producer: Producer, topic: str, records: Iterable[Record], *, partition: int = 0) -> Acks:
+    """Produce records to one partition, waiting out a full local queue; their reports arrive in the result."""
+    batch = list(records)
+    acks = Acks(len(batch))
+    for key, value, timestamp in batch:
+        while True:
+            try:
+                producer.produce(
+                    topic, value, key, partition=partition, timestamp=timestamp or 0, on_delivery=acks.on_delivery
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)  # local queue full: let deliveries drain
+    return acks
+
+
+def produce_and_wait(producer: Producer, topic: str, records: Iterable[Record], timeout_s: float) -> Acks:
+    """:func:`produce`, then wait up to ``timeout_s`` for the reports; the caller reads ``error`` and ``settled``."""
+    acks = produce(producer, topic, records)
+    acks.wait(producer, timeout_s)
+    return acks
 
 
 # ---------------------------------------------------------------------------------------------------------------

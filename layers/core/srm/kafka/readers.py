@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
@@ -20,6 +19,7 @@ from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError, list_topics
 from srm.kafka.clients import admin_config, build, consumer_config
+from srm.mm2.client import read_to_end
 from srm.mm2.formats import FormatError, Heartbeat
 
 __all__ = ["KafkaStatusProbe", "quiet_probe"]
@@ -34,16 +34,10 @@ def quiet_probe(consumer_config: dict[str, str], timeout: float = 5.0) -> Callab
     def probe(topic: str, partition: int, start: int, end: int) -> bool:
         consumer = Consumer({**consumer_config, "enable.auto.commit": "false"})
         try:
-            tp = TopicPartition(topic, partition, start)
-            consumer.assign([tp])
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                for msg in consumer.consume(1, timeout=0.2):
-                    if msg.error() is None:
-                        return (msg.offset() or 0) >= end
-                position = consumer.position([TopicPartition(topic, partition)])[0].offset
-                if position >= end:
-                    return True
+            for msg in read_to_end(consumer, {(topic, partition): (start, end)}, timeout, batch=1, poll_s=0.2):
+                return (msg.offset() or 0) >= end  # the first deliverable record decides
+            return True
+        except TimeoutError:
             return False
         finally:
             consumer.close()
@@ -143,27 +137,14 @@ class KafkaStatusProbe:
         consumer = build(Consumer, conf, config, target, "consumer")
         out: list[tuple[bytes | None, bytes | None, int]] = []
         try:
-            ends: dict[int, int] = {}
-            assignment = []
+            ranges = {}
             for p in range(info.partitions):
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self._timeout)
-                if high > low:
-                    ends[p] = high
-                    assignment.append(TopicPartition(topic, p, max(low, high - last)))
-            if not assignment:
-                return out
-            consumer.assign(assignment)
-            deadline = time.monotonic() + self._timeout
-            while ends and time.monotonic() < deadline:
-                for m in consumer.consume(500, timeout=0.5):
-                    if m.error() is None:
-                        out.append((m.key(), m.value(), m.timestamp()[1]))
-                    if m.offset() is not None and m.offset() + 1 >= ends.get(m.partition(), 0):
-                        ends.pop(m.partition(), None)
-                positions = consumer.position([TopicPartition(topic, p) for p in ends])
-                for tp in positions:
-                    if tp.offset >= ends.get(tp.partition, 0):
-                        ends.pop(tp.partition, None)
+                ranges[(topic, p)] = (max(low, high - last), high)
+            for m in read_to_end(consumer, ranges, self._timeout, batch=500):
+                out.append((m.key(), m.value(), m.timestamp()[1]))
+        except TimeoutError:
+            pass  # what was read in time is the answer
         finally:
             consumer.close()
         return out

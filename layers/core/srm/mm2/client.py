@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from srm.mm2.formats import Checkpoint, FormatError
@@ -26,6 +26,7 @@ __all__ = [
     "MirrorClient",
     "checkpoint_topics",
     "heartbeat_topics",
+    "read_to_end",
     "replication_hops",
     "translate_offsets",
     "upstream_clusters",
@@ -99,32 +100,57 @@ class MirrorClient:
             }
         )
         offsets: dict[tuple[str, int], CheckpointedOffset] = {}
+
+        def fail(err: KafkaError) -> None:
+            raise RuntimeError(f"reading {topic}: {err.str()}")
+
         try:
-            tp = TopicPartition(topic, 0)
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-            if high <= low:
-                return offsets
-            consumer.assign([TopicPartition(topic, 0, low)])
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                for msg in consumer.consume(1000, timeout=0.5):
-                    if (err := msg.error()) is not None:
-                        if err.code() != KafkaError._PARTITION_EOF:
-                            raise RuntimeError(f"reading {topic}: {err.str()}")
-                        continue
-                    try:
-                        c = Checkpoint.decode(msg.key(), msg.value())
-                    except FormatError:
-                        continue  # not a checkpoint (MM2 skips such records too)
-                    if c.group == group:
-                        offsets[(c.topic, c.partition)] = CheckpointedOffset(
-                            c.topic, c.partition, c.downstream_offset, c.upstream_offset, c.metadata
-                        )
-                if consumer.position([tp])[0].offset >= high:
-                    return offsets
-            raise TimeoutError(f"reading {topic} took longer than {timeout:.0f}s")
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout, cached=False)
+            for msg in read_to_end(consumer, {(topic, 0): (low, high)}, timeout, on_error=fail):
+                try:
+                    c = Checkpoint.decode(msg.key(), msg.value())
+                except FormatError:
+                    continue  # not a checkpoint (MM2 skips such records too)
+                if c.group == group:
+                    offsets[(c.topic, c.partition)] = CheckpointedOffset(
+                        c.topic, c.partition, c.downstream_offset, c.upstream_offset, c.metadata
+                    )
+            return offsets
         finally:
             consumer.close()
+
+
+def read_to_end(
+    consumer: Consumer,
+    ranges: Mapping[tuple[str, int], tuple[int, int]],
+    timeout: float,
+    *,
+    batch: int = 1000,
+    poll_s: float = 0.5,
+    on_error: Callable[[KafkaError], None] | None = None,
+) -> Iterator[Message]:
+    """Every record of each (topic, partition) from its start up to its end offset (exclusive), read by assignment:
+    no group is joined, nothing is committed. Done when every partition's position has reached its end (transaction
+    markers count); past ``timeout`` raises TimeoutError. Errors other than a partition's end go to ``on_error``
+    (skipped without one). The one reader of internal topics here, in the status probe and in the quiet probe."""
+    ends = {tp: end for tp, (start, end) in ranges.items() if end > start}
+    if not ends:
+        return
+    consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in ends])
+    deadline = time.monotonic() + timeout
+    while ends:
+        if time.monotonic() >= deadline:
+            names = ", ".join(sorted({t for t, _ in ends}))
+            raise TimeoutError(f"reading {names} took longer than {timeout:.0f}s")
+        for msg in consumer.consume(batch, timeout=poll_s):
+            err = msg.error()
+            if err is None:
+                yield msg
+            elif err.code() != KafkaError._PARTITION_EOF and on_error is not None:
+                on_error(err)
+        for tp in consumer.position([TopicPartition(t, p) for t, p in ends]):
+            if tp.offset >= ends.get((tp.topic, tp.partition), 0):
+                ends.pop((tp.topic, tp.partition), None)
 
 
 def translate_offsets(

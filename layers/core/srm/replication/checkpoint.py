@@ -14,13 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
 from srm.core.checkpoints import QuietProbe, StoredCheckpoint, is_more_recent, offsets_to_commit, translate_group
 from srm.kafka.admin import end_offsets, group_offsets
+from srm.kafka.clients import produce_and_wait
 from srm.mm2.formats import Checkpoint
 from srm.mm2.policy import ReplicationPolicy
 
@@ -121,18 +122,14 @@ def _write_checkpoints(
     ctx: CheckpointContext, group: str, checkpoints: dict[tuple[str, int], StoredCheckpoint]
 ) -> None:
     topic = ctx.policy.checkpoints_topic(ctx.source)
-    errors: list[KafkaError] = []
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    for (_, partition), c in checkpoints.items():
-        record = Checkpoint(group, c.remote_topic, partition, c.upstream_offset, c.downstream_offset, c.metadata)
-        ctx.producer.produce(topic, record.value(), record.key(), partition=0, on_delivery=on_delivery)
-    remaining = ctx.producer.flush(ctx.settings.mirror_delivery_timeout_ms / 1000.0)
-    if errors or remaining:
-        reason = errors[0].str() if errors else f"{remaining} not acknowledged in time"
+    records = [
+        Checkpoint(group, c.remote_topic, partition, c.upstream_offset, c.downstream_offset, c.metadata)
+        for (_, partition), c in checkpoints.items()
+    ]
+    timeout_s = ctx.settings.mirror_delivery_timeout_ms / 1000.0
+    acks = produce_and_wait(ctx.producer, topic, [(r.key(), r.value(), None) for r in records], timeout_s)
+    if acks.error is not None or not acks.settled:
+        reason = acks.error.str() if acks.error is not None else f"{acks.unsettled} not acknowledged in time"
         raise RuntimeError(f"checkpoints of {group} to {topic} on {ctx.target} failed: {reason}")
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from srm.kafka.clients import produce_and_wait
 from srm.mm2.formats import FormatError, Heartbeat
 
 __all__ = ["HeartbeatContext", "HeartbeatError", "emit_heartbeat", "latest_heartbeat"]
@@ -44,23 +45,11 @@ class HeartbeatContext:
 def emit_heartbeat(ctx: HeartbeatContext, now_ms: int | None = None) -> Heartbeat:
     """Write one heartbeat to the source's heartbeats topic and wait for the acknowledgement."""
     heartbeat = Heartbeat(ctx.source, ctx.target, int(time.time() * 1000) if now_ms is None else now_ms)
-    errors: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err.str())
-
-    ctx.producer.produce(
-        ctx.topic,
-        heartbeat.value(),
-        heartbeat.key(),
-        partition=0,
-        timestamp=heartbeat.timestamp,
-        on_delivery=on_delivery,
+    acks = produce_and_wait(
+        ctx.producer, ctx.topic, [(heartbeat.key(), heartbeat.value(), heartbeat.timestamp)], ctx.timeout_s
     )
-    remaining = ctx.producer.flush(ctx.timeout_s)
-    if errors or remaining:
-        reason = errors[0] if errors else f"not acknowledged within {ctx.timeout_s:.0f}s"
+    if acks.error is not None or not acks.settled:
+        reason = acks.error.str() if acks.error is not None else f"not acknowledged within {ctx.timeout_s:.0f}s"
         raise HeartbeatError(f"heartbeat {ctx.source}->{ctx.target} to {ctx.topic}: {reason}", topic=ctx.topic)
     return heartbeat
 

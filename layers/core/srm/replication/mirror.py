@@ -30,6 +30,7 @@ from srm.config.settings import FlowSettings
 from srm.core.events import PartitionBatch, parse_event
 from srm.core.loops import stamp_provenance
 from srm.core.offsets import Run, runs_from_pairs
+from srm.kafka.clients import Acks, produce
 from srm.mm2.formats import OffsetSync
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.heartbeat import latest_heartbeat
@@ -103,38 +104,12 @@ class BatchResult:
         }
 
 
-class _Acks:
-    """Delivery reports of one remote partition."""
-
-    __slots__ = ("error", "error_offset", "expected", "offsets")
-
-    def __init__(self, expected: int) -> None:
-        self.expected = expected
-        self.offsets: list[int] = []
-        self.error: KafkaError | None = None
-        self.error_offset = -1
-
-    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is None:
-            self.offsets.append(msg.offset())
-        elif self.error is None:
-            self.error = err
-            self.error_offset = len(self.offsets)
-            self.expected -= 1  # a failed record is settled too
-        else:
-            self.expected -= 1
-
-    @property
-    def settled(self) -> bool:
-        return len(self.offsets) >= self.expected
-
-
 def replicate_batch(event: Any, target: MirrorContext) -> BatchResult:
     """Replicate one Lambda Kafka event. Raises MalformedEventError, TopicNotReplicatedError or MirrorError."""
     _, batches = parse_event(event)
     settings = target.settings
     result = BatchResult()
-    pending: list[tuple[PartitionBatch, str, _Acks]] = []
+    pending: list[tuple[PartitionBatch, str, Acks]] = []
     replicate = settings.replicate_decision(target.target, target.policy)
     now_ms = int(time.time() * 1000)
 
@@ -149,7 +124,7 @@ def replicate_batch(event: Any, target: MirrorContext) -> BatchResult:
         if remote == batch.topic:  # the name cannot tell where records came from: the provenance header does
             batch, skipped = _with_provenance(batch, target.source, target.target)
             result.skipped += skipped
-        acks = _Acks(len(batch))
+        acks = Acks(len(batch))
         pending.append((batch, remote, acks))
 
     producer = target.producer
@@ -175,7 +150,7 @@ def replicate_batch(event: Any, target: MirrorContext) -> BatchResult:
     return result
 
 
-def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, acks: _Acks) -> None:
+def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, acks: Acks) -> None:
     produce, poll, on_delivery, partition = producer.produce, producer.poll, acks.on_delivery, batch.partition
     refreshed = False
     for key, value, timestamp, headers in zip(batch.keys, batch.values, batch.timestamps, batch.headers, strict=True):
@@ -196,7 +171,7 @@ def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, a
                 refreshed = True
 
 
-def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, _Acks]], timeout: float) -> None:
+def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, Acks]], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not all(acks.settled for _, _, acks in pending):
         remaining = deadline - time.monotonic()
@@ -292,7 +267,7 @@ def _with_provenance(batch: PartitionBatch, source: str, target: str) -> tuple[P
     return kept, len(batch) - len(keep)
 
 
-def _record_heartbeat(target: MirrorContext, pending: list[tuple[PartitionBatch, str, _Acks]]) -> int | None:
+def _record_heartbeat(target: MirrorContext, pending: list[tuple[PartitionBatch, str, Acks]]) -> int | None:
     """After a batch of the source's heartbeats topic reached the target: its newest heartbeat's latency, recorded
     in the flow status. A state table hiccup is logged, never fails a replicated batch."""
     heartbeats_topic = target.policy.heartbeats_topic()
@@ -330,28 +305,19 @@ def _offset_syncs(batch: PartitionBatch, runs: list[Run]) -> list[OffsetSync]:
     return syncs
 
 
-def _send_offset_syncs(target: MirrorContext, syncs: list[OffsetSync]) -> _Acks | None:
+def _send_offset_syncs(target: MirrorContext, syncs: list[OffsetSync]) -> Acks | None:
     producer = target.offset_sync_producer
     if producer is None or not syncs:
         return None
-    topic = target.policy.offset_syncs_topic(target.target)
-    acks = _Acks(len(syncs))
-    for sync in syncs:
-        while True:
-            try:
-                producer.produce(topic, sync.value(), sync.key(), partition=0, on_delivery=acks.on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    return acks
+    return produce(
+        producer, target.policy.offset_syncs_topic(target.target), [(s.key(), s.value(), None) for s in syncs]
+    )
 
 
-def _await_offset_syncs(target: MirrorContext, acks: _Acks) -> None:
+def _await_offset_syncs(target: MirrorContext, acks: Acks) -> None:
     producer = target.offset_sync_producer
     assert producer is not None
-    deadline = time.monotonic() + target.settings.mirror_delivery_timeout_ms / 1000.0
-    while not acks.settled and time.monotonic() < deadline:
-        producer.flush(min(1.0, max(0.0, deadline - time.monotonic())))
+    acks.wait(producer, target.settings.mirror_delivery_timeout_ms / 1000.0)
     if acks.error is not None or not acks.settled:
         reason = acks.error.str() if acks.error is not None else "timed out"
         raise MirrorError(
