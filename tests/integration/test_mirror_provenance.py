@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
-from srm.core.events import EventBuilder
+from srm.core.events import EventBuilder, parse_event
 from srm.core.offsets import Run
 from srm.mm2.formats import Heartbeat
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
@@ -50,7 +50,9 @@ def written(bootstrap: str, topic: str) -> list[tuple[bytes | None, list[Header]
 
 def test_default_policy_adds_no_header_records_stay_byte_identical(clusters, state: StateStore) -> None:
     b, topic = clusters["b"].bootstrap, unique("orders")
-    replicate_batch(event(topic, [(0, b"k", b"v", [("h", b"1")])]), target(DefaultReplicationPolicy(), state, b))
+    replicate_batch(
+        parse_event(event(topic, [(0, b"k", b"v", [("h", b"1")])]))[1], target(DefaultReplicationPolicy(), state, b)
+    )
     assert written(b, f"a.{topic}") == [(b"v", [("h", b"1")])]
 
 
@@ -64,7 +66,9 @@ def test_identity_policy_stamps_source_and_skips_records_that_visited_target(clu
         (3, b"k3", b"from-c-via-b", [("srm-provenance", b"c,b")]),
     ]
     # WHEN a->b replicates the batch with the identity policy
-    result = replicate_batch(event(topic, records), target(IdentityReplicationPolicy(source_alias="a"), state, b))
+    result = replicate_batch(
+        parse_event(event(topic, records))[1], target(IdentityReplicationPolicy(source_alias="a"), state, b)
+    )
     # THEN records that visited b are skipped, the others carry their path plus a, other headers kept in order
     assert written(b, topic) == [
         (b"own", [("h", b"1"), ("srm-provenance", b"a")]),
@@ -78,7 +82,7 @@ def test_identity_policy_stamps_source_and_skips_records_that_visited_target(clu
 def test_identity_policy_batch_all_skipped_writes_nothing_and_succeeds(clusters, state: StateStore) -> None:
     b, topic = clusters["b"].bootstrap, unique("orders")
     batch = event(topic, [(5, None, b"x", [("srm-provenance", b"b")])])
-    result = replicate_batch(batch, target(IdentityReplicationPolicy(source_alias="a"), state, b))
+    result = replicate_batch(parse_event(batch)[1], target(IdentityReplicationPolicy(source_alias="a"), state, b))
     assert (result.records, result.skipped) == (0, 1)
     assert written(b, topic) == []
     assert state.runs("a", "b", topic, 0) == []
@@ -91,7 +95,9 @@ def test_heartbeats_batch_records_latency_in_flow_status(clusters, state: StateS
     beats = [Heartbeat(source, "b", now - 1000), Heartbeat("z", "b", now)]
     batch = event("heartbeats", [(i, h.key(), h.value(), []) for i, h in enumerate(beats)])
     # WHEN the mirror replicates the heartbeats batch (to <source>.heartbeats: no provenance header there)
-    result = replicate_batch(batch, target(IdentityReplicationPolicy(source_alias=source), state, b, source))
+    result = replicate_batch(
+        parse_event(batch)[1], target(IdentityReplicationPolicy(source_alias=source), state, b, source)
+    )
     # THEN both are written without headers, and the newest heartbeat of the source is recorded with its latency
     assert written(b, f"{source}.heartbeats") == [(h.value(), []) for h in beats]
     status = state.flow_status(source, "b")

@@ -23,10 +23,10 @@ from operator import itemgetter, lt, methodcaller
 from typing import Any
 
 import pybase64
-from aws_lambda_powertools.utilities.data_classes import KafkaEvent
 
 __all__ = [
     "EventBuilder",
+    "EventInfo",
     "MalformedEventError",
     "PartitionBatch",
     "decode_header_value",
@@ -44,6 +44,14 @@ EVENT_SOURCES = ("aws:kafka", "SelfManagedKafka")
 # standard alphabet with proper padding is accepted.
 _b64decode: Callable[[Any, None, bool], bytes] = pybase64.b64decode
 _b64_text: Callable[[bytes], str] = pybase64.b64encode_as_string
+
+
+@dataclass(frozen=True)
+class EventInfo:
+    """Where an event came from (``eventSource``: ``aws:kafka`` or ``SelfManagedKafka``; ``eventSourceArn``)."""
+
+    event_source: str
+    event_source_arn: str | None = None
 
 
 class MalformedEventError(ValueError):
@@ -96,15 +104,13 @@ def _headers(raw: list[Any]) -> list[Header]:
         return [(name, decode(v)) for h in raw for name, v in h.items()]
 
 
-def parse_event(event: Any) -> tuple[KafkaEvent, list[PartitionBatch]]:
+def parse_event(event: Any) -> tuple[EventInfo, list[PartitionBatch]]:
     """Validate the event and split it into per-partition batches; raises MalformedEventError."""
     if not isinstance(event, dict):
         raise MalformedEventError(f"expected a Kafka event object, got {type(event).__name__}")
-    kafka_event = KafkaEvent(event)
-    try:
-        source = kafka_event.event_source
-    except KeyError:
-        raise MalformedEventError("not a Kafka event: no 'eventSource'") from None
+    if "eventSource" not in event:
+        raise MalformedEventError("not a Kafka event: no 'eventSource'")
+    source = event["eventSource"]
     if source not in EVENT_SOURCES:
         raise MalformedEventError(f"not a Kafka event: eventSource is {source!r}, expected aws:kafka")
     groups = event.get("records")
@@ -113,7 +119,7 @@ def parse_event(event: Any) -> tuple[KafkaEvent, list[PartitionBatch]]:
     batches = []
     for group_key, records in groups.items():
         batches.append(_parse_group(group_key, records))
-    return kafka_event, batches
+    return EventInfo(source, event.get("eventSourceArn")), batches
 
 
 def _parse_group(group_key: str, records: Any) -> PartitionBatch:

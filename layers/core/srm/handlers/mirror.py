@@ -13,7 +13,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from srm.app import App
-from srm.core.events import MalformedEventError
+from srm.core.events import MalformedEventError, parse_event
 from srm.replication.mirror import DeliveryError, replicate_batch
 
 # Before each call the Lambda runtime turns the event (up to 6 MB of JSON, some 10^5 objects) into Python objects,
@@ -36,7 +36,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = App.current()
     ctx = app.mirror_context()
     try:
-        result = replicate_batch(event, ctx)
+        _, batches = parse_event(event)
+        result = replicate_batch(batches, ctx)
     except MalformedEventError as e:
         logger.error("malformed event: %s", e)
         raise

@@ -27,7 +27,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from srm.aws.state import StateError, StateStore
 from srm.config.settings import FlowSettings
-from srm.core.events import PartitionBatch, parse_event
+from srm.core.events import PartitionBatch
 from srm.core.loops import stamp_provenance
 from srm.core.offsets import Run, runs_from_pairs
 from srm.kafka.clients import Acks, produce
@@ -104,9 +104,9 @@ class BatchResult:
         }
 
 
-def replicate_batch(event: Any, target: MirrorContext) -> BatchResult:
-    """Replicate one Lambda Kafka event. Raises MalformedEventError, TopicNotReplicatedError or MirrorError."""
-    _, batches = parse_event(event)
+def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> BatchResult:
+    """Replicate one event's batches (:func:`srm.core.events.parse_event`). Raises TopicNotReplicatedError or
+    MirrorError."""
     settings = target.settings
     result = BatchResult()
     pending: list[tuple[PartitionBatch, str, Acks]] = []
