@@ -17,6 +17,7 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from typing import Any, NamedTuple
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from srm.aws.config_table import ConfigStore
 from srm.aws.lambda_mappings import LambdaEventSources
@@ -108,13 +110,11 @@ def secrets_manager_resolver(region: str) -> SecretResolver:
             client = boto3.client("secretsmanager", region_name=region)
             try:
                 cache[secret_id] = client.get_secret_value(SecretId=secret_id)["SecretString"]
-            except Exception as e:  # botocore raises several families; all mean "cannot read the secret"
+            except (BotoCoreError, ClientError, KeyError) as e:  # KeyError: a binary secret
                 raise ConfigError(f"${{secretsmanager:{path}}}: cannot read secret {secret_id}: {e}") from None
         value = cache[secret_id]
         if not json_key:
             return value
-        import json
-
         try:
             return str(json.loads(value)[json_key])
         except (ValueError, KeyError):

@@ -42,7 +42,7 @@ from srm.config.parsing import Properties
 from srm.config.scopes import ConfigSnapshot, Scope, flatten_scopes, split_scopes
 from srm.config.secrets import is_plain_secret
 from srm.config.settings import SrmConfig
-from srm.errors import ConfigError
+from srm.errors import ConfigError, RetriableError, SrmError
 
 __all__ = [
     "ConfigConflictError",
@@ -58,7 +58,7 @@ _PARTITION = "config"
 _MAX_TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
 
 
-class ConfigConflictError(RuntimeError):
+class ConfigConflictError(RetriableError, RuntimeError):
     """Someone else changed the same configuration since it was read; nothing of this write was stored."""
 
     def __init__(self, scopes: tuple[str, ...]) -> None:
@@ -70,7 +70,7 @@ class ConfigConflictError(RuntimeError):
         self.scopes = scopes
 
 
-class ConfigStoreError(RuntimeError):
+class ConfigStoreError(SrmError, RuntimeError):
     """The config table cannot be reached, read or written (not a problem of the configuration itself)."""
 
     def __init__(self, message: str, *, missing_table: bool = False) -> None:

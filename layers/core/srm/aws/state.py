@@ -38,6 +38,7 @@ from botocore.exceptions import ClientError
 
 from srm.core.checkpoints import StoredCheckpoint
 from srm.core.offsets import Run, merge_runs
+from srm.errors import RetriableError
 
 __all__ = ["EventSourceMappingRecord", "StateError", "StateStore", "TopicMappingRecord", "create_state_table"]
 
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 _WIDTH = 20
 
 
-class StateError(RuntimeError):
+class StateError(RetriableError, RuntimeError):
     """The state table could not be read or written (retriable)."""
 
 

@@ -32,7 +32,7 @@ from srm.config.settings import load_file
 from srm.control.edits import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
 from srm.control.status import FlowStatus
 from srm.core.filters import parse_list
-from srm.errors import ConfigError
+from srm.errors import ConfigError, PermanentError, SrmError
 from srm.flow import Flow
 from srm.kafka.readers import KafkaStatusProbe
 from srm.local.store import STATE_DIR, local_store_url
@@ -574,6 +574,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except ConfigConflictError as e:
         print(f"{PROG}: {e}", file=err)
         return 1
+    except SrmError as e:  # every other error srm raises on purpose says what is wrong in one line
+        print(f"{PROG}: {e}", file=err)
+        return 2 if isinstance(e, PermanentError) else 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `srm-control config export | head`

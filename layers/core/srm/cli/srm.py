@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from srm.config.settings import load_file
-from srm.errors import ConfigError
+from srm.errors import ConfigError, PermanentError, SrmError
 
 __all__ = ["main"]
 
@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"srm: {e}", file=sys.stderr)
         return 2
+    except SrmError as e:  # one line, the rest of srm's own errors
+        print(f"srm: {e}", file=sys.stderr)
+        return 2 if isinstance(e, PermanentError) else 1
     except KeyboardInterrupt:
         return 130
 

@@ -48,6 +48,7 @@ from srm.core.filters import (
     PatternList,
     parse_list,
 )
+from srm.errors import PermanentError
 from srm.flow import Flow
 
 __all__ = [
@@ -74,7 +75,7 @@ _DEFAULTS = {
 _NAME_LIKE = re.compile(r"^[A-Za-z0-9._\-]+$")
 
 
-class ControlError(ValueError):
+class ControlError(PermanentError, ValueError):
     """The operator's request cannot be applied as asked; nothing was written."""
 
 

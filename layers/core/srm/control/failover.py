@@ -3,10 +3,12 @@ checkpoints there (so it works while the source is down), and the file ``kafka-c
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
+from srm.errors import PermanentError, SrmError
 from srm.flow import Flow
 from srm.kafka.admin import group_offsets
 from srm.kafka.clients import admin_config, build
@@ -15,7 +17,7 @@ from srm.mm2.client import CheckpointedOffset, MirrorClient
 __all__ = ["NoOffsetsError", "export_csv", "failover_offsets"]
 
 
-class NoOffsetsError(LookupError):
+class NoOffsetsError(PermanentError, LookupError):
     """There is nothing to fail the group over with; the message says why."""
 
 
@@ -51,7 +53,7 @@ def _why_no_checkpoint(
     admin = build(AdminClient, admin_config(config, source, Flow(source, target), resolver), config, source, "admin")
     try:
         offsets = group_offsets(admin, group, timeout)
-    except Exception as e:  # the source may well be down: that is when failover happens
+    except (KafkaException, SrmError) as e:  # the source may well be down: that is when failover happens
         return f"no checkpoint of group {group} on {target}, and {source} cannot be asked why ({e})"
     if not offsets:
         return f"group {group} has no committed offsets on {source}"

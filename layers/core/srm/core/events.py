@@ -24,6 +24,8 @@ from typing import Any
 
 import pybase64
 
+from srm.errors import PermanentError
+
 __all__ = [
     "EventBuilder",
     "EventInfo",
@@ -54,7 +56,7 @@ class EventInfo:
     event_source_arn: str | None = None
 
 
-class MalformedEventError(ValueError):
+class MalformedEventError(PermanentError, ValueError):
     """The invocation payload is not a Kafka event as Lambda sends it."""
 
 

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from srm.errors import PermanentError
 from srm.mm2.policy import ReplicationPolicy
 
 __all__ = [
@@ -42,7 +43,7 @@ DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
 _COMMA = re.compile(r"\s*,\s*")
 
 
-class FilterError(ValueError):
+class FilterError(PermanentError, ValueError):
     """A pattern in a filter is not a valid regular expression."""
 
     def __init__(self, key: str, pattern: str, reason: str) -> None:

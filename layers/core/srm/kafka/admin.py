@@ -20,6 +20,7 @@ from confluent_kafka.admin import (
 
 from srm.core.filters import PatternList
 from srm.core.plans import TopicInfo, config_changes, explicit_configs, replicable_configs
+from srm.errors import RetriableError
 
 __all__ = [
     "GroupOffsets",
@@ -58,7 +59,7 @@ def broker_count(admin: AdminClient, timeout: float = 15.0) -> int:
         raise KafkaUnavailableError(f"cannot read cluster metadata: {e.args[0]}") from e
 
 
-class KafkaUnavailableError(RuntimeError):
+class KafkaUnavailableError(RetriableError, RuntimeError):
     """A cluster did not answer in time (retriable)."""
 
 
@@ -145,7 +146,7 @@ def end_offsets(admin: AdminClient, partitions: dict[tuple[str, int], int]) -> d
     for tp, future in futures.items():
         try:
             ends[(tp.topic, tp.partition)] = future.result().offset
-        except Exception as e:  # a missing remote partition: nothing to commit there
+        except KafkaException as e:  # a missing remote partition: nothing to commit there
             log.warning("no end offset for %s-%d: %s", tp.topic, tp.partition, e)
     return ends
 

@@ -18,10 +18,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from srm.errors import RetriableError
 from srm.mm2.formats import Checkpoint, FormatError
 from srm.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
 
 __all__ = [
+    "CheckpointReadError",
     "CheckpointedOffset",
     "MirrorClient",
     "checkpoint_topics",
@@ -31,6 +33,14 @@ __all__ = [
     "translate_offsets",
     "upstream_clusters",
 ]
+
+
+class CheckpointReadError(RetriableError, RuntimeError):
+    """A checkpoints topic could not be read (the broker answered with an error)."""
+
+    def __init__(self, message: str, *, topic: str) -> None:
+        super().__init__(message)
+        self.topic = topic
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,7 @@ class MirrorClient:
         offsets: dict[tuple[str, int], CheckpointedOffset] = {}
 
         def fail(err: KafkaError) -> None:
-            raise RuntimeError(f"reading {topic}: {err.str()}")
+            raise CheckpointReadError(f"reading {topic}: {err.str()}", topic=topic)
 
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout, cached=False)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from srm.errors import PermanentError
+
 __all__ = ["Checkpoint", "FormatError", "Heartbeat", "OffsetSync"]
 
 VERSION = 0
@@ -18,7 +20,7 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
 
-class FormatError(ValueError):
+class FormatError(PermanentError, ValueError):
     """Bytes that do not decode as the MM2 record they claim to be."""
 
 

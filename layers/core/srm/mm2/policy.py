@@ -11,6 +11,8 @@ import importlib
 import inspect
 from typing import Any
 
+from srm.errors import PermanentError
+
 __all__ = [
     "DefaultReplicationPolicy",
     "IdentityReplicationPolicy",
@@ -28,7 +30,7 @@ _JAVA_NAMES = {
 }
 
 
-class PolicyError(ValueError):
+class PolicyError(PermanentError, ValueError):
     """A replication policy cannot be loaded or configured."""
 
 

@@ -14,20 +14,30 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
 from srm.core.checkpoints import QuietProbe, StoredCheckpoint, is_more_recent, offsets_to_commit, translate_group
+from srm.errors import RetriableError
 from srm.kafka.admin import end_offsets, group_offsets
 from srm.kafka.clients import produce_and_wait
 from srm.mm2.formats import Checkpoint
 from srm.mm2.policy import ReplicationPolicy
 
-__all__ = ["CheckpointContext", "CheckpointResult", "emit_checkpoints", "sync_group_offsets"]
+__all__ = ["CheckpointContext", "CheckpointError", "CheckpointResult", "emit_checkpoints", "sync_group_offsets"]
 
 log = logging.getLogger(__name__)
+
+
+class CheckpointError(RetriableError, RuntimeError):
+    """Checkpoints of a group were not acknowledged by the target (the next run emits them again)."""
+
+    def __init__(self, message: str, *, group: str, topic: str) -> None:
+        super().__init__(message)
+        self.group = group
+        self.topic = topic
 
 
 @dataclass
@@ -130,7 +140,9 @@ def _write_checkpoints(
     acks = produce_and_wait(ctx.producer, topic, [(r.key(), r.value(), None) for r in records], timeout_s)
     if acks.error is not None or not acks.settled:
         reason = acks.error.str() if acks.error is not None else f"{acks.unsettled} not acknowledged in time"
-        raise RuntimeError(f"checkpoints of {group} to {topic} on {ctx.target} failed: {reason}")
+        raise CheckpointError(
+            f"checkpoints of {group} to {topic} on {ctx.target} failed: {reason}", group=group, topic=topic
+        )
 
 
 def sync_group_offsets(
@@ -145,7 +157,7 @@ def sync_group_offsets(
     for group, checkpoints in latest.items():
         try:
             description = described[group].result()
-        except Exception as e:  # a group the target cannot describe is left alone this round
+        except KafkaException as e:  # a group the target cannot describe is left alone this round
             log.warning("cannot describe group %s on %s: %s", group, ctx.target, e)
             continue
         if description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD) or description.members:
@@ -160,7 +172,7 @@ def sync_group_offsets(
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in commit.items()])
         try:
             ctx.target_admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
-        except Exception as e:  # e.g. a consumer joined meanwhile: the broker refuses, and that is right
+        except KafkaException as e:  # e.g. a consumer joined meanwhile: the broker refuses, and that is right
             log.warning("could not commit offsets of group %s on %s: %s", group, ctx.target, e)
             continue
         synced[group] = commit

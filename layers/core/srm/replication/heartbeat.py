@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from srm.errors import RetriableError
 from srm.kafka.clients import produce_and_wait
 from srm.mm2.formats import FormatError, Heartbeat
 
 __all__ = ["HeartbeatContext", "HeartbeatError", "emit_heartbeat", "latest_heartbeat"]
 
 
-class HeartbeatError(RuntimeError):
+class HeartbeatError(RetriableError, RuntimeError):
     """The source cluster did not acknowledge the heartbeat (retried at the next interval)."""
 
     def __init__(self, message: str, *, topic: str) -> None:

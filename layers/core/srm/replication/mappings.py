@@ -15,6 +15,7 @@ from typing import Protocol
 from srm.aws.state import EventSourceMappingRecord, StateStore
 from srm.config.settings import FlowSettings
 from srm.core.plans import MappingChange, MappingConfig, ObservedMapping, TopicPlan, decide_mappings
+from srm.errors import RetriableError
 
 __all__ = ["EventSourceMappingError", "EventSourceMappings", "MappingSyncResult", "sync_mappings"]
 
@@ -42,7 +43,7 @@ class EventSourceMappings(Protocol):
     def delete(self, source: str, target: str, mapping: ObservedMapping) -> bool: ...
 
 
-class EventSourceMappingError(RuntimeError):
+class EventSourceMappingError(RetriableError, RuntimeError):
     """Some mapping changes failed; the others were applied. ``errors`` maps the change to its error."""
 
     def __init__(self, errors: Mapping[str, Exception]) -> None:

@@ -30,6 +30,7 @@ from srm.config.settings import FlowSettings
 from srm.core.events import PartitionBatch
 from srm.core.loops import stamp_provenance
 from srm.core.offsets import Run, runs_from_pairs
+from srm.errors import RetriableError
 from srm.kafka.clients import Acks, produce
 from srm.mm2.formats import OffsetSync
 from srm.mm2.policy import ReplicationPolicy
@@ -48,7 +49,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class MirrorError(RuntimeError):
+class MirrorError(RetriableError, RuntimeError):
     """The batch was not fully replicated; the event source must retry it."""
 
 

@@ -38,6 +38,7 @@ from srm.aws.state import StateStore, TopicMappingRecord
 from srm.config.settings import FlowSettings
 from srm.core.loops import came_from, keeps_name
 from srm.core.plans import TopicInfo, TopicPlan, plan_topics
+from srm.errors import RetriableError
 from srm.flow import Flow
 from srm.kafka.acls import AclSyncResult, TopicAcls
 from srm.kafka.admin import RemoteTopics, list_topics, sync_topic_configs
@@ -66,7 +67,7 @@ class TopicSyncContext:
     flows: tuple[Flow, ...] = ()  # every flow of the configuration (the identity loop guard)
 
 
-class TopicSyncError(RuntimeError):
+class TopicSyncError(RetriableError, RuntimeError):
     """Some steps of a topic sync failed (the others were done); ``errors`` names each, ``result`` is the rest."""
 
     def __init__(self, errors: Mapping[str, Exception], result: TopicSyncResult) -> None:
