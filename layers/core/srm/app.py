@@ -43,8 +43,8 @@ from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
 from srm.replication.heartbeat import HeartbeatContext
 from srm.replication.mappings import EventSourceMappings
-from srm.replication.mirror import MirrorContext, TopicNotReplicatedError
-from srm.replication.topic_sync import TopicSyncContext
+from srm.replication.mirror import MirrorContext, StateWriters, TopicNotReplicatedError
+from srm.replication.topic_sync import SeenOnce, TopicSyncContext
 
 __all__ = ["App", "Environment"]
 
@@ -164,6 +164,8 @@ class App:
                 env.source_auth,
             )
         self._topic_acls: dict[Flow, TopicAcls] = {}
+        self._state_writers = StateWriters()
+        self._refusals_warned = SeenOnce()
         self._lock = threading.Lock()
 
     @classmethod
@@ -228,6 +230,7 @@ class App:
             state=self.state,
             acls=self._flow_acls(source, target),
             flows=config.flows,
+            warned=self._refusals_warned,
         )
 
     def _flow_acls(self, source: str, target: str) -> TopicAcls:
@@ -308,4 +311,5 @@ class App:
             state=self.state,
             ensure_remote_topic=remote_topics.ensure,
             offset_sync_producer=sync_producer,
+            state_writers=self._state_writers,
         )

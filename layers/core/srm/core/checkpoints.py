@@ -28,6 +28,7 @@ from srm.core.offsets import Run, translate, translate_back
 from srm.mm2.policy import ReplicationPolicy
 
 __all__ = [
+    "CachedRuns",
     "GroupOffsets",
     "PartitionTranslation",
     "QuietProbe",
@@ -120,9 +121,8 @@ def translate_group(
         if forward:
             results.append(_forward(group, topic, partition, offset, metadata, source, target, policy, state, quiet))
             continue
-        upstream = _failback_topic(topic, source, target, policy, state, partition)
+        upstream, runs = _failback(topic, source, target, policy, state, partition)
         if upstream is not None:
-            runs = state.runs(target, source, upstream, partition)
             back = translate_back(runs, offset)
             note = "" if back is not None else "beyond what was replicated"
             results.append(
@@ -160,12 +160,34 @@ def _forward(
     return PartitionTranslation(group, topic, partition, offset, metadata, remote, downstream, "forward", note)
 
 
-def _failback_topic(
+def _failback(
     topic: str, source: str, target: str, policy: ReplicationPolicy, state: RunsLookup, partition: int
-) -> str | None:
-    """The topic on the target a remote topic on the source came from, if it came from the target."""
+) -> tuple[str | None, list[Run]]:
+    """The topic on the target a remote topic on the source came from, if it came from the target, with the runs
+    of that partition the opposite flow recorded (read once)."""
     if policy.topic_source(topic) == target:
-        return policy.upstream_topic(topic)
-    if policy.format_remote_topic(target, topic) == topic and state.runs_around(target, source, topic, partition, 0):
-        return topic  # a name-keeping policy: the mirror's records say where it came from
-    return None
+        upstream = policy.upstream_topic(topic)
+        return (upstream, state.runs(target, source, upstream, partition)) if upstream is not None else (None, [])
+    if policy.format_remote_topic(target, topic) == topic:
+        runs = state.runs(target, source, topic, partition)
+        if runs:
+            return topic, runs  # a name-keeping policy: the mirror's records say where it came from
+    return None, []
+
+
+class CachedRuns:
+    """A :class:`RunsLookup` that reads a partition's full history once per checkpoint run, however many groups
+    have offsets there (failback reads it whole)."""
+
+    def __init__(self, state: RunsLookup) -> None:
+        self._state = state
+        self._runs: dict[tuple[str, str, str, int], list[Run]] = {}
+
+    def runs(self, source: str, target: str, topic: str, partition: int) -> list[Run]:
+        key = (source, target, topic, partition)
+        if key not in self._runs:
+            self._runs[key] = self._state.runs(source, target, topic, partition)
+        return self._runs[key]
+
+    def runs_around(self, source: str, target: str, topic: str, partition: int, upstream_offset: int) -> list[Run]:
+        return self._state.runs_around(source, target, topic, partition, upstream_offset)

@@ -23,8 +23,9 @@ record the answer is "unknown" (None) unless the caller has proven there is no r
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 __all__ = ["Run", "merge_runs", "runs_from_pairs", "translate", "translate_back"]
 
@@ -108,16 +109,7 @@ def translate(runs: Sequence[Run], upstream_offset: int, *, quiet_until: int | N
     the caller knows the source holds no record after the last run (e.g. only transaction markers). Returns
     None when the answer is unknown.
     """
-    if not runs:
-        return None
-    i = bisect.bisect_right([r.upstream_end for r in runs], upstream_offset)
-    if i < len(runs):
-        run = runs[i]  # the first run holding a record at or after upstream_offset
-        return run.downstream + max(0, upstream_offset - run.upstream)
-    last = runs[-1]
-    if upstream_offset == last.upstream_end or (quiet_until is not None and upstream_offset <= quiet_until):
-        return last.downstream_end
-    return None  # past the last replicated record: records there may not be replicated yet
+    return _along(runs, upstream_offset, _UPSTREAM, _DOWNSTREAM, quiet_until)
 
 
 def translate_back(runs: Sequence[Run], downstream_offset: int) -> int | None:
@@ -130,11 +122,29 @@ def translate_back(runs: Sequence[Run], downstream_offset: int) -> int | None:
     never skips one. Past the last replicated record the answer is unknown (None) unless the consumer stopped
     exactly there.
     """
+    return _along(runs, downstream_offset, _DOWNSTREAM, _UPSTREAM)
+
+
+_UPSTREAM = attrgetter("upstream")
+_DOWNSTREAM = attrgetter("downstream")
+
+
+def _along(
+    runs: Sequence[Run],
+    offset: int,
+    side: Callable[[Run], int],
+    other: Callable[[Run], int],
+    quiet_until: int | None = None,
+) -> int | None:
+    """Map ``offset`` on one side of the runs to the other: into the first run holding a record at or after it;
+    past the last run only when it stopped exactly there (or the caller knows the source is quiet up to there)."""
     if not runs:
         return None
-    i = bisect.bisect_right([r.downstream_end for r in runs], downstream_offset)
+    i = bisect.bisect_right([side(r) + r.length for r in runs], offset)
     if i < len(runs):
         run = runs[i]
-        return run.upstream + max(0, downstream_offset - run.downstream)
+        return other(run) + max(0, offset - side(run))
     last = runs[-1]
-    return last.upstream_end if downstream_offset == last.downstream_end else None
+    if offset == side(last) + last.length or (quiet_until is not None and offset <= quiet_until):
+        return other(last) + last.length
+    return None  # past the last replicated record: records there may not be replicated yet

@@ -138,10 +138,12 @@ def group_offsets(admin: AdminClient, group: str, timeout: float = 30.0) -> Grou
     }
 
 
-def end_offsets(admin: AdminClient, partitions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-    if not partitions:
+def end_offsets(admin: AdminClient, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The end offset of each (topic, partition), in one request; a partition without one is left out."""
+    wanted = {TopicPartition(t, p): OffsetSpec.latest() for t, p in set(partitions)}
+    if not wanted:
         return {}
-    futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}, request_timeout=30)
+    futures = admin.list_offsets(wanted, request_timeout=30)
     ends = {}
     for tp, future in futures.items():
         try:

@@ -19,7 +19,14 @@ from confluent_kafka.admin import AdminClient
 
 from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
-from srm.core.checkpoints import QuietProbe, StoredCheckpoint, is_more_recent, offsets_to_commit, translate_group
+from srm.core.checkpoints import (
+    CachedRuns,
+    QuietProbe,
+    StoredCheckpoint,
+    is_more_recent,
+    offsets_to_commit,
+    translate_group,
+)
 from srm.errors import RetriableError
 from srm.kafka.admin import end_offsets, group_offsets
 from srm.kafka.clients import produce_and_wait
@@ -86,6 +93,7 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
     latest: dict[str, dict[tuple[str, int], StoredCheckpoint]] = {}
     now = ctx.now_ms()
     replicate = ctx.settings.replicate_decision(ctx.target, ctx.policy)
+    runs = CachedRuns(ctx.state)
     for group in groups:
         translations = translate_group(
             group,
@@ -94,7 +102,7 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
             target=ctx.target,
             replicate=replicate,
             policy=ctx.policy,
-            state=ctx.state,
+            state=runs,
             quiet=ctx.quiet,
         )
         if not translations:
@@ -153,7 +161,7 @@ def sync_group_offsets(
     if not latest:
         return {}
     described = ctx.target_admin.describe_consumer_groups(list(latest), request_timeout=30)
-    synced = {}
+    idle: dict[str, dict[tuple[str, int], int]] = {}
     for group, checkpoints in latest.items():
         try:
             description = described[group].result()
@@ -163,9 +171,12 @@ def sync_group_offsets(
         if description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD) or description.members:
             log.info("group %s is active on %s: its offsets there are left alone", group, ctx.target)
             continue
-        translated = {(c.remote_topic, p): c.downstream_offset for (_, p), c in checkpoints.items()}
+        idle[group] = {(c.remote_topic, p): c.downstream_offset for (_, p), c in checkpoints.items()}
+    # One request for the end offsets of every remote partition involved, not one per group.
+    ends = end_offsets(ctx.target_admin, [tp for translated in idle.values() for tp in translated])
+    synced = {}
+    for group, translated in idle.items():
         committed = {k: v for k, (v, _) in group_offsets(ctx.target_admin, group).items()}
-        ends = end_offsets(ctx.target_admin, translated)
         commit = offsets_to_commit(translated, committed, ends)
         if not commit:
             continue

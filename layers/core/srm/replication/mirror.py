@@ -69,6 +69,21 @@ class RecordTooLargeError(DeliveryError):
     """A record is larger than the target accepts."""
 
 
+class StateWriters:
+    """A thread pool for state writes, started on first use."""
+
+    def __init__(self, max_workers: int = 16) -> None:
+        self._max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="srm-state")
+            return self._pool
+
+
 @dataclass
 class MirrorContext:
     """Everything the mirror needs for one flow, built once per container by :mod:`srm.app`."""
@@ -83,6 +98,8 @@ class MirrorContext:
     ensure_remote_topic: Callable[[str, str, int], None]
     # Producer to the cluster holding the offset-syncs topic, or None when offset syncs are disabled.
     offset_sync_producer: Producer | None = None
+    # The threads that write a batch's offset runs side by side (one pool per container, held by the App).
+    state_writers: StateWriters = field(default_factory=lambda: StateWriters())
 
 
 @dataclass
@@ -217,24 +234,16 @@ def _runs(upstream: list[int], downstream: list[int]) -> list[Run]:
     return runs_from_pairs(zip(upstream, downstream, strict=True))
 
 
-_state_writers: ThreadPoolExecutor | None = None
-_state_writers_lock = threading.Lock()
-
-
 def _record_runs(target: MirrorContext, runs: dict[tuple[str, int], list[Run]]) -> None:
     """One state write per partition of the batch; the partitions' writes run side by side (a batch spans up to
     every partition of its topic, and each write is a round trip to DynamoDB). Raises the first failure, after
     every write has finished."""
-    global _state_writers
     writes = [(topic, partition, r) for (topic, partition), r in runs.items() if r]
     if len(writes) <= 1:
         for topic, partition, partition_runs in writes:
             target.state.record_runs(target.source, target.target, topic, partition, partition_runs)
         return
-    with _state_writers_lock:
-        if _state_writers is None:
-            _state_writers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="srm-state")
-        pool = _state_writers
+    pool = target.state_writers.pool()
     futures = [
         pool.submit(target.state.record_runs, target.source, target.target, topic, partition, partition_runs)
         for topic, partition, partition_runs in writes

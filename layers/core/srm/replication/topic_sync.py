@@ -50,6 +50,21 @@ __all__ = ["TopicSyncContext", "TopicSyncError", "TopicSyncResult", "sync_topics
 log = logging.getLogger(__name__)
 
 
+class SeenOnce:
+    """Keys seen before, safe across threads: what is said once per container."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, ...]] = set()
+        self._lock = threading.Lock()
+
+    def first(self, key: tuple[str, ...]) -> bool:
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen.add(key)
+            return True
+
+
 @dataclass
 class TopicSyncContext:
     """The topic-sync function's dependencies for one flow (built by :mod:`srm.app`)."""
@@ -65,6 +80,7 @@ class TopicSyncContext:
     state: StateStore | None = None  # topic and event source mappings are recorded only with it
     acls: TopicAcls = field(default_factory=TopicAcls)
     flows: tuple[Flow, ...] = ()  # every flow of the configuration (the identity loop guard)
+    warned: SeenOnce = field(default_factory=lambda: SeenOnce())  # per container, held by the App
 
 
 class TopicSyncError(RetriableError, RuntimeError):
@@ -108,7 +124,7 @@ def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncRe
     refuse = _loop_guard(ctx, source_topics)
     replicate = settings.replicate_decision(target, ctx.policy)
     plan = plan_topics(source_topics, source=source, policy=ctx.policy, replicate=replicate, refuse=refuse)
-    _warn_refused(source, target, plan)
+    _warn_refused(ctx, plan)
     result = TopicSyncResult(plan)
     if not settings.enabled:
         # Disabled (`srm-control flows disable`): pause the mappings, touch nothing else.
@@ -260,15 +276,8 @@ def _loop_guard(ctx: TopicSyncContext, source_topics: Mapping[str, TopicInfo]) -
     }
 
 
-_refused_seen: set[tuple[str, str, str]] = set()
-_refused_lock = threading.Lock()
-
-
-def _warn_refused(source: str, target: str, plan: TopicPlan) -> None:
+def _warn_refused(ctx: TopicSyncContext, plan: TopicPlan) -> None:
     """Say once per container that a topic is held back by the loop guard."""
     for topic, reason in plan.refused.items():
-        with _refused_lock:
-            if (source, target, topic) in _refused_seen:
-                continue
-            _refused_seen.add((source, target, topic))
-        log.warning("%s->%s: not replicating %s", source, target, reason)
+        if ctx.warned.first((ctx.source, ctx.target, topic)):
+            log.warning("%s->%s: not replicating %s", ctx.source, ctx.target, reason)
