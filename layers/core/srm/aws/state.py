@@ -28,9 +28,10 @@ meanwhile) is detected, reloaded and retried rather than overwriting newer state
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,11 +132,7 @@ class StateStore:
 
     def runs(self, source: str, target: str, topic: str, partition: int) -> list[Run]:
         """Every run of a partition, in upstream order."""
-        pk = _runs_pk(source, target, topic, partition)
-        return [
-            _run(i)
-            for i in self._query(KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": pk}})
-        ]
+        return [_run(i) for i in self._items(_runs_pk(source, target, topic, partition))]
 
     def runs_around(self, source: str, target: str, topic: str, partition: int, upstream_offset: int) -> list[Run]:
         """The runs :func:`srm.core.offsets.translate` needs for one offset: the run starting at or below it and the
@@ -191,10 +188,7 @@ class StateStore:
     # -- checkpoints ---------------------------------------------------------------------------------------------
     def checkpoints(self, source: str, target: str, group: str) -> dict[tuple[str, int], StoredCheckpoint]:
         """The last checkpoint emitted per upstream topic-partition of a group."""
-        items = self._query(
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": f"ckpt#{source}#{target}#{group}"}},
-        )
+        items = self._items(f"ckpt#{source}#{target}#{group}")
         result = {}
         for item in items:
             topic, _, partition = item["sk"]["S"].rpartition("#")
@@ -233,14 +227,12 @@ class StateStore:
     # -- flow status -----------------------------------------------------------------------------------------
     def flow_status(self, source: str, target: str) -> dict[str, int | str]:
         """Facts about a flow written by its functions (e.g. ``last_checkpoint_ms``); numbers come back as int."""
-        try:
+        with self._access("read"):
             item = self._db.get_item(
                 TableName=self.table,
                 ConsistentRead=True,
                 Key={"pk": {"S": f"flow#{source}#{target}"}, "sk": {"S": "status"}},
             ).get("Item")
-        except ClientError as e:
-            raise StateError(f"cannot read state table {self.table}: {e.response['Error']['Message']}") from e
         facts: dict[str, int | str] = {}
         for name, value in (item or {}).items():
             if name not in ("pk", "sk"):
@@ -251,7 +243,7 @@ class StateStore:
         """Set some facts about a flow, leaving the others as they are."""
         names = {f"#f{i}": name for i, name in enumerate(facts)}
         values = {f":v{i}": ({"N": str(v)} if isinstance(v, int) else {"S": v}) for i, v in enumerate(facts.values())}
-        try:
+        with self._access("write"):
             self._db.update_item(
                 TableName=self.table,
                 Key={"pk": {"S": f"flow#{source}#{target}"}, "sk": {"S": "status"}},
@@ -259,15 +251,11 @@ class StateStore:
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
-        except ClientError as e:
-            raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
 
     # -- topic mappings and event source mappings (the topic control plane) ---------------------------------------
     def topic_mappings(self, source: str, target: str) -> dict[str, TopicMappingRecord]:
         """Every topic ``source->target`` replicates (as of its last topic sync), by source topic."""
-        items = self._query(
-            KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"topics#{source}#{target}"}}
-        )
+        items = self._items(f"topics#{source}#{target}")
         return {
             i["sk"]["S"]: TopicMappingRecord(
                 topic=i["sk"]["S"],
@@ -299,9 +287,7 @@ class StateStore:
 
     def event_source_mappings(self, source: str, target: str) -> dict[str, EventSourceMappingRecord]:
         """The event source mapping of every source topic of ``source->target`` that has one."""
-        items = self._query(
-            KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"esm#{source}#{target}"}}
-        )
+        items = self._items(f"esm#{source}#{target}")
         return {
             i["sk"]["S"]: EventSourceMappingRecord(
                 topic=i["sk"]["S"],
@@ -331,39 +317,43 @@ class StateStore:
         self._delete(f"esm#{source}#{target}", topic)
 
     def _put(self, item: dict[str, Any]) -> None:
-        try:
+        with self._access("write"):
             self._db.put_item(TableName=self.table, Item=item)
-        except ClientError as e:
-            raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
 
     def _delete(self, pk: str, sk: str) -> None:
-        try:
+        with self._access("write"):
             self._db.delete_item(TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}})
-        except ClientError as e:
-            raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
 
     # -- plumbing ----------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _access(self, what: str) -> Iterator[None]:
+        """DynamoDB's errors as the one error of this store: ``what`` is ``read`` or ``write``."""
+        try:
+            yield
+        except ClientError as e:
+            raise StateError(f"cannot {what} state table {self.table}: {e.response['Error']['Message']}") from e
+
+    def _items(self, pk: str) -> list[dict[str, Any]]:
+        """Every item under one partition key."""
+        return self._query(KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": pk}})
+
     def _query(self, single_page: bool = False, **kwargs: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
-        try:
+        with self._access("read"):
             while True:
                 page = self._db.query(TableName=self.table, **kwargs)
                 items.extend(page.get("Items", []))
                 if single_page or "LastEvaluatedKey" not in page:
                     return items
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        except ClientError as e:
-            raise StateError(f"cannot read state table {self.table}: {e.response['Error']['Message']}") from e
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> None:
-        try:
+        with self._access("write"):
             for i in range(0, len(requests), 25):
                 pending: dict[str, Any] = {self.table: requests[i : i + 25]}
                 while pending:
                     response = self._db.batch_write_item(RequestItems=pending)
                     pending = response.get("UnprocessedItems") or {}
-        except ClientError as e:
-            raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
 
 
 class _StaleCache(Exception):
