@@ -1,6 +1,8 @@
 """srm.kafka.acls: MM2's topic ACL conversion rules, removal of what the source removed, and SECURITY_DISABLED.
 
-Bindings are confluent_kafka's own ``AclBinding`` objects; the admin clients are fakes answering with futures."""
+Bindings are confluent_kafka's own ``AclBinding`` objects; the admin clients are fakes answering with futures,
+because the embedded test broker (noida-db) runs without an authorizer: a real one answers every ACL request with
+SECURITY_DISABLED, so only that path can run against it (tests/integration/test_event_source_mappings.py)."""
 
 from __future__ import annotations
 
