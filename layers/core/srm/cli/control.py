@@ -26,10 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+import boto3
+from botocore.config import Config
+
+from srm.app import secrets_manager_resolver
 from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
 from srm.aws.state import StateStore, create_state_table
 from srm.config.settings import load_file
 from srm.control.edits import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
+from srm.control.failover import NoOffsetsError, export_csv, failover_offsets
 from srm.control.status import FlowStatus
 from srm.core.filters import parse_list
 from srm.errors import ConfigError, PermanentError, SrmError
@@ -87,8 +92,6 @@ class Session:
             return LOCAL_REGION
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         if not region:
-            import boto3
-
             region = boto3.session.Session().region_name
         if not region:
             raise UsageError("no AWS region: set AWS_DEFAULT_REGION or pass --region")
@@ -96,9 +99,6 @@ class Session:
 
     def dynamodb(self) -> Any:
         if self._dynamodb is None:
-            import boto3
-            from botocore.config import Config
-
             endpoint = self.endpoint_url
             credentials: dict[str, str] = {}
             if self.args.local and not os.environ.get("AWS_ACCESS_KEY_ID"):
@@ -418,8 +418,6 @@ def register_status(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _status(session: Session, args: argparse.Namespace) -> int:
-    from srm.app import secrets_manager_resolver
-
     if bool(args.source) != bool(args.target):
         raise UsageError("status: give both --source and --target, or neither")
     flows = [Flow(args.source, args.target)] if args.source else None
@@ -500,9 +498,6 @@ def register_offsets(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _offsets(session: Session, args: argparse.Namespace) -> int:
-    from srm.app import secrets_manager_resolver
-    from srm.control.failover import NoOffsetsError, export_csv, failover_offsets
-
     config = session.store().load(fresh=True)
     try:
         offsets = failover_offsets(
