@@ -6,7 +6,7 @@ import pytest
 
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
-from srm.core.filters import TopicFilter
+from srm.core.filters import ReplicateDecision, TopicFilter
 from srm.core.loops import came_from, identity_loops, literal_name, provenance, stamp_provenance
 from srm.errors import ConfigError
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
@@ -34,7 +34,7 @@ def test_literal_name_plain_names_only(pattern: str, name: str | None) -> None:
 def flows(*specs: tuple[str, str, str, str]) -> dict:
     """(source, target, topics, topics.exclude) with the identity policy of each source."""
     return {
-        (s, t): (IdentityReplicationPolicy(source_alias=s), TopicFilter.of(topics, exclude or None))
+        (s, t): ReplicateDecision(t, IdentityReplicationPolicy(source_alias=s), TopicFilter.of(topics, exclude or None))
         for s, t, topics, exclude in specs
     }
 
@@ -69,7 +69,10 @@ def test_identity_loops_finds_cycles_of_literal_topics(specs, expected) -> None:
 
 def test_identity_loops_default_policy_renames_so_no_loop() -> None:
     default = DefaultReplicationPolicy()
-    both = {("a", "b"): (default, TopicFilter.of("orders")), ("b", "a"): (default, TopicFilter.of("orders"))}
+    both = {
+        ("a", "b"): ReplicateDecision("b", default, TopicFilter.of("orders")),
+        ("b", "a"): ReplicateDecision("a", default, TopicFilter.of("orders")),
+    }
     assert identity_loops(both) == []
 
 

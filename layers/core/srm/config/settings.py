@@ -486,9 +486,7 @@ class SrmConfig:
 def _refuse_identity_loops(config: SrmConfig) -> None:
     """Enabled name-preserving flows that would replicate a literally named topic round a cycle are refused
     (:mod:`srm.core.loops`, level 1)."""
-    flows: dict[tuple[str, str], tuple[ReplicationPolicy, TopicFilter]] = {
-        f: (config.policy(*f), config.settings(*f).topic_filter()) for f in config.enabled_flows()
-    }
+    flows: dict[tuple[str, str], ReplicateDecision] = {f: config.replicate(*f) for f in config.enabled_flows()}
     loops = identity_loops(flows)
     if loops:
         loop = loops[0]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from srm.core.filters import TopicFilter, should_replicate_topic
+from srm.core.filters import ReplicateDecision
 from srm.mm2.policy import ReplicationPolicy
 
 __all__ = [
@@ -76,22 +76,17 @@ class IdentityLoop:
         return f"topic {self.topic!r} would loop {' -> '.join(self.cycle)}"
 
 
-def identity_loops(
-    flows: Mapping[tuple[str, str], tuple[ReplicationPolicy, TopicFilter]], heartbeats_enabled: bool = True
-) -> list[IdentityLoop]:
-    """Cycles of enabled flows that would all replicate a literally named topic under its own name."""
-    names = sorted({n for _, f in flows.values() for p in f.include.patterns if (n := literal_name(p)) is not None})
+def identity_loops(flows: Mapping[tuple[str, str], ReplicateDecision]) -> list[IdentityLoop]:
+    """Cycles of enabled flows that would all replicate a literally named topic under its own name (each flow by
+    its own replicate decision)."""
+    names = sorted(
+        {n for d in flows.values() for p in d.topic_filter.include.patterns if (n := literal_name(p)) is not None}
+    )
     loops: list[IdentityLoop] = []
     for name in names:
         edges: dict[str, list[str]] = {}
-        for (source, target), (policy, topic_filter) in sorted(flows.items()):
-            if keeps_name(policy, source, name) and should_replicate_topic(
-                name,
-                target_alias=target,
-                policy=policy,
-                topic_filter=topic_filter,
-                heartbeats_replication_enabled=heartbeats_enabled,
-            ):
+        for (source, target), replicate in sorted(flows.items()):
+            if keeps_name(replicate.policy, source, name) and replicate(name):
                 edges.setdefault(source, []).append(target)
         cycle = _find_cycle(edges)
         if cycle is not None:
