@@ -30,10 +30,10 @@ from srm.acls import TopicAcls
 from srm.config import ConfigError, SrmConfig
 from srm.config_store import ConfigStore
 from srm.event_sources import LambdaEventSources
-from srm.failover import CheckpointContext, quiet_probe
+from srm.failover import CheckpointContext, mirror_skips, quiet_probe
 from srm.heartbeats import HeartbeatEmitter
 from srm.kafka import KafkaClients, SecretResolver, consumer_config, default_secret_resolver, ensure_topic
-from srm.mirror import MirrorTarget, TopicNotReplicatedError
+from srm.mirror import MirrorTarget, TopicNotReplicatedError, log_start_lookup, offset_syncs_topic
 from srm.state import StateStore
 from srm.topics import EventSourceMappings, RemoteTopics, TopicSync
 
@@ -255,7 +255,7 @@ class App:
                 config, target, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="checkpoints"
             ),
             state=self.state,
-            quiet=quiet_probe(probe_config),
+            quiet=quiet_probe(probe_config, skips=mirror_skips(source, target, policy)),
         )
 
     def mirror_target(self) -> MirrorTarget:
@@ -273,7 +273,7 @@ class App:
         )
         sync_producer = None
         if settings.emit_offset_syncs_enabled:
-            location = source if settings.offset_syncs_topic_location == "source" else target
+            location, sync_topic = offset_syncs_topic(source, target, settings, policy)
             sync_producer = (
                 producer
                 if location == target
@@ -281,9 +281,7 @@ class App:
                     config, location, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="offset-syncs"
                 )
             )
-            self.ensure_internal_topic(
-                config, location, policy.offset_syncs_topic(target), settings.offset_syncs_topic_replication_factor
-            )
+            self.ensure_internal_topic(config, location, sync_topic, settings.offset_syncs_topic_replication_factor)
         remote_topics = self.remote_topics(config, source, target)
         return MirrorTarget(
             source=source,
@@ -294,4 +292,5 @@ class App:
             state=self.state,
             ensure_remote_topic=remote_topics.ensure,
             offset_sync_producer=sync_producer,
+            log_start=log_start_lookup(self.kafka.admin(config, source, flow)),
         )

@@ -5,6 +5,8 @@ Rules (MM2's, kept):
 * A checkpoint is emitted for a group and partition when it is the first, when the upstream group rewound (its
   committed offset went down: the operator reset it, so the checkpoint follows), or when the downstream offset
   advanced. Otherwise it is skipped, so checkpoints never move a consumer backwards on the target.
+* A committed offset the state cannot translate exactly gets no checkpoint (never one that skips records); why is
+  kept with the group's checkpoints (:class:`Untranslated`) until it translates again.
 * Translated offsets are committed to the same group on the target only while that group has no active members
   (the caller checks), never below what the group has already committed there, and never past the end of the
   remote partition.
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["StoredCheckpoint", "is_more_recent", "offsets_to_commit"]
+__all__ = ["StoredCheckpoint", "Untranslated", "is_more_recent", "offsets_to_commit"]
 
 TopicPartitionKey = tuple[str, int]
 
@@ -28,6 +30,15 @@ class StoredCheckpoint:
     downstream_offset: int
     remote_topic: str
     metadata: str = ""
+    at_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Untranslated:
+    """A group's committed offset on one upstream topic-partition that got no checkpoint, and why."""
+
+    upstream_offset: int
+    reason: str
     at_ms: int = 0
 
 

@@ -25,6 +25,7 @@ Allow/deny list edits (``topics``/``groups`` and their ``.exclude``) follow what
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import re
 import time
@@ -88,6 +89,7 @@ __all__ = [
     "ImportResult",
     "KafkaStatusProbe",
     "PatternSetting",
+    "Stall",
     "StatusProbe",
     "TopicStatus",
     "format_properties",
@@ -220,6 +222,15 @@ class TopicStatus:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """Something of a flow stuck for longer than the local runtime's bound, as its worker recorded it."""
+
+    what: str  # "topic <name>" or "function <name>"
+    since_ms: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class FlowStatus:
     source: str
     target: str
@@ -230,6 +241,7 @@ class FlowStatus:
     errors: tuple[str, ...] = ()
     topics_from: str = "source"  # "state": the flow's topic mappings; "source": the source cluster's topics
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat, when recorded
+    stalled: tuple[Stall, ...] = ()
 
     @property
     def name(self) -> str:
@@ -259,6 +271,7 @@ class FlowStatus:
                 {"topic": t.topic, "remoteTopic": t.remote, "partitions": t.partitions, "lag": t.lag}
                 for t in self.topics
             ],
+            "stalled": [{"what": s.what, "since": _iso(s.since_ms), "reason": s.reason} for s in self.stalled],
             "errors": list(self.errors),
         }
 
@@ -602,7 +615,17 @@ def _flow_status(
         tuple(errors),
         topics_from=topics_from,
         heartbeat_latency_ms=_fact(facts, "heartbeat_latency_ms"),
+        stalled=_stalls(facts),
     )
+
+
+def _stalls(facts: Mapping[str, int | str]) -> tuple[Stall, ...]:
+    """The ``stalled`` fact a local worker's watchdog records (JSON: what → since, reason); none when unreadable."""
+    try:
+        recorded = json.loads(str(facts.get("stalled") or "{}"))
+        return tuple(Stall(what, int(s["since"]), str(s["reason"])) for what, s in sorted(recorded.items()))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ()
 
 
 def _fact(facts: Mapping[str, int | str], name: str) -> int | None:

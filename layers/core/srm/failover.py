@@ -14,12 +14,14 @@ has no active members there — the translated offsets are committed to the same
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from botocore.exceptions import BotoCoreError
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
@@ -30,15 +32,16 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from srm.checkpoints import StoredCheckpoint, is_more_recent, offsets_to_commit
+from srm.checkpoints import StoredCheckpoint, Untranslated, is_more_recent, offsets_to_commit
 from srm.config import FlowSettings, SrmConfig
 from srm.filters import should_replicate_topic
 from srm.formats import Checkpoint
 from srm.kafka import SecretResolver, admin_config, build
-from srm.offsets import translate, translate_back
+from srm.loops import stamp_provenance
+from srm.offsets import doubt_back, translate_back, translate_checked
 from srm.policy import ReplicationPolicy
 from srm.remote_cluster import CheckpointedOffset, MirrorClient
-from srm.state import StateStore
+from srm.state import StateError, StateStore
 
 __all__ = [
     "CheckpointContext",
@@ -49,7 +52,10 @@ __all__ = [
     "export_csv",
     "failover_offsets",
     "group_offsets",
+    "mirror_skips",
+    "quiet_probe",
     "translate_group",
+    "untranslated_notes",
 ]
 
 log = logging.getLogger(__name__)
@@ -113,6 +119,10 @@ def translate_group(
             runs = state.runs(target, source, upstream, partition)
             back = translate_back(runs, offset)
             note = "" if back is not None else "beyond what was replicated"
+            if back is not None and runs and offset < runs[0].downstream:
+                unsure = doubt_back(runs, offset, state.origin(target, source, upstream, partition))
+                if unsure is not None:
+                    back, note = None, unsure
             results.append(
                 PartitionTranslation(group, topic, partition, offset, metadata, upstream, back, "failback", note)
             )
@@ -133,18 +143,12 @@ def _forward(
 ) -> PartitionTranslation:
     remote = policy.format_remote_topic(source, topic)
     runs = state.runs_around(source, target, topic, partition, offset)
-    downstream = translate(runs, offset)
-    note = ""
-    if downstream is None and runs:
-        last = runs[-1]
-        # Past the last replicated record: exact only if the source holds nothing there to replicate
-        # (typically a trailing transaction marker); ask the source.
-        if quiet is not None and offset > last.upstream_end and quiet(topic, partition, last.upstream_end, offset):
-            downstream = translate(runs, offset, quiet_until=offset)
-        else:
-            note = "records below the committed offset are not replicated yet"
-    elif not runs:
-        note = "nothing replicated yet"
+    downstream, note = translate_checked(
+        runs,
+        offset,
+        lambda: state.origin(source, target, topic, partition),
+        None if quiet is None else lambda start, end: quiet(topic, partition, start, end),
+    )
     return PartitionTranslation(group, topic, partition, offset, metadata, remote, downstream, "forward", note)
 
 
@@ -221,20 +225,29 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
         if not translations:
             continue
         result.groups += 1
-        previous = ctx.state.checkpoints(ctx.source, ctx.target, group)
+        stored = ctx.state.checkpoints(ctx.source, ctx.target, group)
+        previous = stored.emitted
         new: dict[tuple[str, int], StoredCheckpoint] = {}
+        notes: dict[tuple[str, int], Untranslated | None] = {}
         for t in translations:
+            key = (t.topic, t.partition)
+            noted = stored.untranslated.get(key)
             if t.downstream_offset is None:
                 result.untranslatable += 1
+                if noted is None or (noted.upstream_offset, noted.reason) != (t.upstream_offset, t.note):
+                    since = noted.at_ms if noted is not None and noted.reason == t.note else now
+                    notes[key] = Untranslated(t.upstream_offset, t.note, since)
                 continue
-            if is_more_recent(t.upstream_offset, t.downstream_offset, previous.get((t.topic, t.partition))):
-                new[(t.topic, t.partition)] = StoredCheckpoint(
-                    t.upstream_offset, t.downstream_offset, t.remote_topic, t.metadata, now
-                )
+            if is_more_recent(t.upstream_offset, t.downstream_offset, previous.get(key)):
+                new[key] = StoredCheckpoint(t.upstream_offset, t.downstream_offset, t.remote_topic, t.metadata, now)
+            elif noted is not None:
+                notes[key] = None  # translates again, with no newer checkpoint to emit: the note is stale
         if new:
             _write_checkpoints(ctx, group, new)
-            ctx.state.put_checkpoints(ctx.source, ctx.target, group, new)
+            ctx.state.put_checkpoints(ctx.source, ctx.target, group, new)  # replaces the items: clears their notes
             result.checkpoints += len(new)
+        if notes:
+            ctx.state.set_untranslated(ctx.source, ctx.target, group, notes)
         latest[group] = {**previous, **new}
     facts: dict[str, int | str] = {"last_checkpoint_ms": now}
     if ctx.settings.sync_group_offsets_enabled and _sync_due(ctx, now):
@@ -315,9 +328,12 @@ def _end_offsets(admin: AdminClient, partitions: dict[tuple[str, int], int]) -> 
     return ends
 
 
-def quiet_probe(consumer_config: dict[str, str], timeout: float = 5.0) -> QuietProbe:
-    """Asks the source whether a partition holds no deliverable record in ``[start, end)`` — e.g. only a
-    transaction marker — by reading it with the mirror's isolation level. Unsure means no."""
+def quiet_probe(
+    consumer_config: dict[str, str], timeout: float = 5.0, skips: Callable[[str, Any], bool] | None = None
+) -> QuietProbe:
+    """Asks the source whether a partition holds no record to replicate in ``[start, end)`` — e.g. only a
+    transaction marker — by reading it with the mirror's isolation level; records ``skips(topic, headers)`` says the
+    mirror leaves out (the identity loop guard) are read past. Unsure means no."""
 
     def probe(topic: str, partition: int, start: int, end: int) -> bool:
         consumer = Consumer({**consumer_config, "enable.auto.commit": "false"})
@@ -326,9 +342,13 @@ def quiet_probe(consumer_config: dict[str, str], timeout: float = 5.0) -> QuietP
             consumer.assign([tp])
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                for msg in consumer.consume(1, timeout=0.2):
-                    if msg.error() is None:
-                        return (msg.offset() or 0) >= end
+                for msg in consumer.consume(500, timeout=0.2):
+                    if msg.error() is not None:
+                        continue
+                    if (msg.offset() or 0) >= end:
+                        return True
+                    if skips is None or not skips(topic, msg.headers()):
+                        return False
                 position = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if position >= end:
                     return True
@@ -339,6 +359,16 @@ def quiet_probe(consumer_config: dict[str, str], timeout: float = 5.0) -> QuietP
     return probe
 
 
+def mirror_skips(source: str, target: str, policy: ReplicationPolicy) -> Callable[[str, Any], bool]:
+    """Whether the mirror of ``source->target`` leaves a record of ``topic`` with these headers out (see
+    :mod:`srm.mirror`): only where the remote topic keeps the name, for records that visited ``target``."""
+
+    def skips(topic: str, headers: Any) -> bool:
+        return policy.format_remote_topic(source, topic) == topic and stamp_provenance(headers, source, target) is None
+
+    return skips
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Failover tooling (srm-control offsets)
 # ---------------------------------------------------------------------------------------------------------------
@@ -347,12 +377,19 @@ class NoOffsetsError(LookupError):
 
 
 def failover_offsets(
-    config: SrmConfig, source: str, target: str, group: str, resolver: SecretResolver, timeout: float = 30.0
+    config: SrmConfig,
+    source: str,
+    target: str,
+    group: str,
+    resolver: SecretResolver,
+    timeout: float = 30.0,
+    state: StateStore | None = None,
 ) -> list[CheckpointedOffset]:
     """Where ``group`` resumes on ``target``, from the checkpoints there — so it works while ``source`` is down.
 
-    When there is no checkpoint, asks ``source`` why (unknown group, or no topic ``source->target`` replicates) and
-    raises NoOffsetsError with the answer."""
+    When there is no checkpoint, says why: the reasons the checkpoint function kept in ``state`` for offsets it
+    could not translate, else the answer of ``source`` (unknown group, or no topic ``source->target`` replicates),
+    in NoOffsetsError."""
     config.check_flow(source, target)
     flow = (source, target)
     policy = config.policy(source, target)
@@ -363,7 +400,34 @@ def failover_offsets(
         raise NoOffsetsError(f"{e}; is {source}->{target} enabled and emitting checkpoints?") from None
     if found:
         return sorted(found.values(), key=lambda c: (c.topic, c.partition))
+    notes: list[str] = []
+    if state is not None:
+        with contextlib.suppress(StateError, BotoCoreError):  # then the source is asked
+            notes = untranslated_notes(state, source, target, group)
+    if notes:
+        raise NoOffsetsError(f"no checkpoint of group {group} on {target}: {'; '.join(notes)}")
     raise NoOffsetsError(_why_no_checkpoint(config, source, target, group, resolver, timeout))
+
+
+def untranslated_notes(state: StateStore, source: str, target: str, group: str) -> list[str]:
+    """One line per source partition whose newest committed offset got no checkpoint, saying why — so an operator
+    knows that the checkpoint shown for it (if any) is older than the group's position."""
+    stored = state.checkpoints(source, target, group)
+    lines = []
+    for (topic, partition), note in sorted(stored.untranslated.items()):
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(note.at_ms / 1000))
+        line = (
+            f"{topic}-{partition}: the group's committed offset {note.upstream_offset} on {source} has no "
+            f"checkpoint (since {since}): {note.reason}"
+        )
+        last = stored.emitted.get((topic, partition))
+        if last is not None:
+            line += (
+                f"; what {last.remote_topic}-{partition} shows is its last checkpoint, of offset "
+                f"{last.upstream_offset} on {source}"
+            )
+        lines.append(line)
+    return lines
 
 
 def _why_no_checkpoint(
