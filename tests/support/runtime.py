@@ -34,7 +34,10 @@ def write_config(
 class SrmRun:
     """A running ``srm run --config FILE``; its output goes to ``log``."""
 
-    def __init__(self, config: Path, workdir: Path, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, config: Path, workdir: Path, extra_args: tuple[str, ...] = (), *, own_group: bool = False
+    ) -> None:
+        """``own_group``: in a process group of its own (with its workers and store), for :meth:`kill_group`."""
         self.log = workdir / "srm-run.log"
         self.workdir = workdir
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -45,7 +48,13 @@ class SrmRun:
             env=env,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
+            start_new_session=own_group,
         )
+
+    def kill_group(self) -> None:
+        """SIGKILL srm run and every process of its group (workers, store) at once: a crash, nothing cleaned up."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

@@ -1,4 +1,4 @@
-"""The state table of a running `srm run` (its moto store's URL is in ``.srm-local/store.url`` of its workdir)."""
+"""The state table of a running `srm run` (its local store's URL is in ``.srm-local/store.url`` of its workdir)."""
 
 from __future__ import annotations
 

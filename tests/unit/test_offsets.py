@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from srm.core.offsets import Run, merge_runs, runs_from_pairs, translate, translate_back
+from srm.core.offsets import (
+    Origin,
+    Run,
+    doubt,
+    doubt_back,
+    merge_runs,
+    runs_from_pairs,
+    translate,
+    translate_back,
+    translate_checked,
+)
 
 Pairs = list[tuple[int, int]]
 
@@ -102,6 +113,8 @@ def test_translate_below_truncated_log_start_resumes_at_first_copy():
 class History:
     deliveries: list[Pairs]  # in delivery order; each one batch of the event source
     quiet: int  # how far past the last record the source is known to be quiet
+    records: list[int] = field(default_factory=list)  # the upstream offsets holding a record to replicate
+    log_start: int = 0
 
 
 @st.composite
@@ -136,7 +149,7 @@ def histories(draw: st.DrawFn) -> History:
             batch.append((upstream, downstream))
             downstream += 1
         deliveries.append(batch)
-    return History(deliveries, draw(st.integers(0, 5)))
+    return History(deliveries, draw(st.integers(0, 5)), records, log_start)
 
 
 def region_for(runs: list[Run], first: int) -> tuple[int, int]:
@@ -260,3 +273,160 @@ def test_translate_back_every_position_equals_brute_force_and_never_skips(histor
         if back is not None:
             # never skips: every record whose latest copy the consumer had not reached is at or after the answer
             assert all(u >= back for u, d in latest.items() if d >= position)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Origins and doubts: translation never takes a lost or restored state on trust
+# ---------------------------------------------------------------------------------------------------------------
+def records_at(*spans: range) -> list[int]:
+    return [u for span in spans for u in span]
+
+
+def quiet_over(records: list[int]):
+    """The source as the failover asks it: no record in [start, end)."""
+    return lambda start, end: not any(start <= u < end for u in records)
+
+
+def no_origin_asked() -> Origin | None:
+    raise AssertionError("the origin is asked for only below the first run")
+
+
+def test_translate_checked_mm2_restart_scenario_state_kept_maps_rewind_exactly():
+    # GIVEN 500 records replicated, srm run restarted with its state kept, 500 more replicated
+    runs = merge_runs([Run(0, 0, 500)], [Run(500, 500, 500)])
+    source = quiet_over(records_at(range(1000)))
+
+    # WHEN the group rewinds to 100, THEN it translates to the real copy of record 100
+    assert translate_checked(runs, 100, no_origin_asked, source) == (100, "")
+    assert translate_checked(runs, 1000, no_origin_asked, source) == (1000, "")
+
+
+def test_translate_checked_state_lost_offsets_below_resumed_origin_get_none_and_why():
+    # GIVEN the state was lost after 500 records: the mirror resumed at 500 from its committed offset
+    runs = [Run(500, 500, 500)]
+    origin = Origin(500, fresh=False)
+    source = quiet_over(records_at(range(1000)))
+
+    # WHEN the group rewinds to 100, THEN no translation (not 500: that would skip 400 records), and why
+    downstream, why = translate_checked(runs, 100, lambda: origin, source)
+    assert downstream is None
+    assert "begin at 500" in why and "resumed" in why
+    # offsets from the origin on translate as before
+    assert translate_checked(runs, 500, lambda: origin, source) == (500, "")
+    assert translate_checked(runs, 700, lambda: origin, source) == (700, "")
+    # nothing to ask the source: no translation either
+    assert translate_checked(runs, 100, lambda: origin, None)[0] is None
+    # once retention deleted the records below the origin, nothing is skipped any more
+    assert translate_checked(runs, 100, lambda: origin, quiet_over(records_at(range(500, 1000)))) == (500, "")
+
+
+def test_translate_checked_fresh_origin_below_first_run_resumes_at_first_copy():
+    # GIVEN the mirror started at the log start 1000 (older records deleted before it started)
+    runs = [Run(1_000, 7, 3)]
+
+    assert translate_checked(runs, 0, lambda: Origin(1_000, fresh=True), None) == (7, "")
+    assert translate_checked(runs, 1_001, no_origin_asked, None) == (8, "")
+
+
+def test_translate_checked_without_origin_below_first_run_asks_the_source():
+    runs = [Run(1_000, 7, 3)]
+
+    assert translate_checked(runs, 0, lambda: None, quiet_over(records_at(range(1_000, 1_003)))) == (7, "")
+    downstream, why = translate_checked(runs, 0, lambda: None, quiet_over(records_at(range(0, 1_003))))
+    assert downstream is None and "does not record where" in why
+
+
+def test_translate_checked_gap_with_downstream_writes_is_checked_against_the_source():
+    # GIVEN a state restored from an older backup: the runs of 500..999 are gone, their copies are downstream
+    runs = [Run(0, 0, 500), Run(1_000, 1_000, 500)]
+    source = quiet_over(records_at(range(1_500)))
+
+    downstream, why = translate_checked(runs, 700, no_origin_asked, source)
+    assert downstream is None and "500..999" in why and "500 record(s)" in why
+    assert translate_checked(runs, 499, no_origin_asked, source) == (499, "")
+    assert translate_checked(runs, 1_000, no_origin_asked, source) == (1_000, "")
+    # a failed attempt's copies across transaction markers: the source has nothing there, the answer stands
+    markers = [Run(0, 100, 10), Run(12, 120, 5)]
+    assert translate_checked(markers, 10, no_origin_asked, quiet_over(records_at(range(10), range(12, 17)))) == (
+        120,
+        "",
+    )
+
+
+def test_doubt_gap_without_downstream_writes_needs_no_check():
+    # upstream 10..14 compacted away or markers; nothing was written downstream across them
+    runs = [Run(0, 100, 10), Run(15, 110, 5)]
+
+    assert [doubt(runs, c, None) for c in (0, 9, 10, 14, 15, 20, 25)] == [None] * 7
+
+
+def test_doubt_back_below_first_run_only_when_origin_resumed_or_unknown():
+    runs = [Run(500, 1_000, 10)]
+
+    assert doubt_back(runs, 1_000, None) is None
+    assert doubt_back(runs, 999, Origin(500, fresh=True)) is None
+    assert "resumed" in (doubt_back(runs, 999, Origin(500, fresh=False)) or "")
+    assert doubt_back(runs, 999, None) is not None
+
+
+def replay(history: History, restore_before: int, restore_to: int):
+    """The state as the mirror writes it, with the state replaced before delivery ``restore_before`` by the state
+    after delivery ``restore_to`` (-1: lost entirely). Returns the final runs and origin, and every copy ever
+    written downstream of each upstream record (the truth, whatever the state says)."""
+    runs: list[Run] = []
+    origin: Origin | None = None
+    snapshots: list[tuple[list[Run], Origin | None]] = []
+    copies: dict[int, list[int]] = defaultdict(list)
+    for i, batch in enumerate(history.deliveries):
+        if i == restore_before:
+            runs, origin = snapshots[restore_to] if restore_to >= 0 else ([], None)
+        if not runs and origin is None:  # what StateStore.record_runs does with the mirror's origin
+            first = batch[0][0]
+            origin = Origin(first, fresh=first == 0 or first <= history.log_start)
+        runs = merge_runs(runs, runs_from_pairs(batch))
+        for u, d in batch:
+            copies[u].append(d)
+        snapshots.append((runs, origin))
+    if restore_before == len(history.deliveries):
+        runs, origin = snapshots[restore_to] if restore_to >= 0 else ([], None)
+    return runs, origin, copies
+
+
+@st.composite
+def lossy_histories(draw: st.DrawFn) -> tuple[History, int, int]:
+    history = draw(histories())
+    restore_before = draw(st.integers(0, len(history.deliveries)))
+    return history, restore_before, draw(st.integers(-1, restore_before - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(lossy_histories())
+def test_translate_checked_never_skips_a_replicated_record_whatever_state_was_lost(case):
+    # GIVEN a history whose state was lost, or restored from an older snapshot, at some point
+    history, restore_before, restore_to = case
+    runs, origin, copies = replay(history, restore_before, restore_to)
+    source = quiet_over(history.records)
+
+    for committed in range(0, max(history.records) + 4):
+        # WHEN a committed offset is translated
+        downstream, why = translate_checked(runs, committed, lambda: origin, source)
+
+        # THEN a consumer resuming there downstream finds a copy of every record at or after the committed offset
+        if downstream is None:
+            assert why
+            continue
+        skipped = [u for u, ds in copies.items() if u >= committed and max(ds) < downstream]
+        assert not skipped, (committed, downstream, skipped)
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories())
+def test_translate_checked_with_nothing_lost_is_exact(history):
+    # GIVEN a complete state of a history the event source delivered to its end
+    runs, origin, _ = replay(history, len(history.deliveries) + 1, -1)
+    latest = expand(runs)
+    source = quiet_over(history.records)
+
+    for committed in range(0, max(history.records) + 4):
+        # THEN checking never withholds an answer: it is the brute-force one (the source is quiet past the end)
+        assert translate_checked(runs, committed, lambda: origin, source) == (oracle(latest, committed, 10**9), "")

@@ -33,6 +33,7 @@ from srm.aws.lambda_mappings import LambdaEventSources
 from srm.aws.state import StateStore
 from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import FlowSettings, SrmConfig
+from srm.core.loops import mirror_skips
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.acls import TopicAcls
@@ -43,7 +44,13 @@ from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
 from srm.replication.heartbeat import HeartbeatContext
 from srm.replication.mappings import EventSourceMappings
-from srm.replication.mirror import MirrorContext, StateWriters, TopicNotReplicatedError
+from srm.replication.mirror import (
+    MirrorContext,
+    StateWriters,
+    TopicNotReplicatedError,
+    log_start_lookup,
+    offset_syncs_topic,
+)
 from srm.replication.topic_sync import SeenOnce, TopicSyncContext
 
 __all__ = ["App", "Environment"]
@@ -276,7 +283,7 @@ class App:
                 config, target, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="checkpoints"
             ),
             state=self.state,
-            quiet=quiet_probe(probe_config),
+            quiet=quiet_probe(probe_config, skips=mirror_skips(source, target, policy)),
         )
 
     def mirror_context(self) -> MirrorContext:
@@ -290,7 +297,7 @@ class App:
         )
         sync_producer = None
         if settings.emit_offset_syncs_enabled:
-            location = source if settings.offset_syncs_topic_location == "source" else target
+            location, sync_topic = offset_syncs_topic(source, target, settings, policy)
             sync_producer = (
                 producer
                 if location == target
@@ -298,9 +305,7 @@ class App:
                     config, location, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="offset-syncs"
                 )
             )
-            self.ensure_internal_topic(
-                config, location, policy.offset_syncs_topic(target), settings.offset_syncs_topic_replication_factor
-            )
+            self.ensure_internal_topic(config, location, sync_topic, settings.offset_syncs_topic_replication_factor)
         remote_topics = self.remote_topics(config, source, target)
         return MirrorContext(
             source=source,
@@ -312,4 +317,5 @@ class App:
             ensure_remote_topic=remote_topics.ensure,
             offset_sync_producer=sync_producer,
             state_writers=self._state_writers,
+            log_start=log_start_lookup(self.kafka.admin(config, source, flow)),
         )

@@ -5,12 +5,19 @@ This module alone knows the item layout. Keys: ``pk`` (S) and ``sk`` (S).
 ==================================  ==================================  ========================================
 item                                pk                                  sk / attributes
 ==================================  ==================================  ========================================
-offset run (see :mod:`srm.core.offsets`)  ``runs#<src>#<tgt>#<topic>#<p>``   ``sk`` = upstream start (20 digits); d, n
-last checkpoint of a group           ``ckpt#<src>#<tgt>#<group>``       ``sk`` = ``<topic>#<p>``; u, d, rt, m, at
+offset run (see :mod:`srm.core.offsets`)``runs#<src>#<tgt>#<topic>#<p>``   ``sk`` = upstream start (20 digits); d, n
+origin of a partition's runs         ``origin#<src>#<tgt>#<topic>``     ``sk`` = partition; o, f, at
+last checkpoint of a group           ``ckpt#<src>#<tgt>#<group>``       ``sk`` = ``<topic>#<p>``; u, d, rt, m, at;
+                                                                        nu, nw, nat
 flow status                          ``flow#<src>#<tgt>``               ``sk`` = ``status``; one attribute per fact
 topic mapping (srm-meta.internal)    ``topics#<src>#<tgt>``             ``sk`` = source topic; rt, p, cr, at, cf, acl
 event source mapping                 ``esm#<src>#<tgt>``                ``sk`` = source topic; id, on, bs, bw, at
 ==================================  ==================================  ========================================
+
+The origin of a partition's runs (:class:`srm.core.offsets.Origin`) is written once, by the first batch recorded while
+the partition has no run: ``o`` its first offset, ``f`` true when that was the log start, ``at`` when (ms). A
+checkpoint item's ``nu``/``nw``/``nat`` are present while the group's committed offset ``nu`` there got no
+checkpoint: why (``nw``), since when (``nat``); ``srm-control offsets`` reports them.
 
 A topic mapping says what a flow replicates (what SRM keeps in ``srm-meta.internal``), so discovery and monitoring
 work whatever the policy: ``rt`` remote topic, ``p`` partitions, ``cr`` true when srm created the remote topic (the
@@ -19,7 +26,8 @@ identity loop guard's notion of "came from"), ``at`` last sync (ms), ``cf`` the 
 source topic: ``id`` (Lambda UUID), ``on`` enabled, ``bs`` batch size, ``bw`` batching window ms, ``at`` (ms).
 Facts of the flow status written by the topic control plane: ``topic_configs_synced_ms``,
 ``topic_acls_synced_ms``, and by the mirror ``heartbeat_ms`` (timestamp of the newest heartbeat replicated),
-``heartbeat_latency_ms`` (its replication latency) and ``heartbeat_replicated_ms`` (when it was written).
+``heartbeat_latency_ms`` (its replication latency) and ``heartbeat_replicated_ms`` (when it was written); by the
+local runtime's watchdog ``stalled`` (JSON: what is stuck → since when, ms, and why; ``{}`` when nothing is).
 
 Offset runs are written once per batch per partition. The last run of each partition is cached in the container;
 extending it is a conditional put on its previous length, so a stale cache (the partition was processed elsewhere
@@ -31,17 +39,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from srm.core.checkpoints import StoredCheckpoint
-from srm.core.offsets import Run, merge_runs
+from srm.core.checkpoints import StoredCheckpoint, Untranslated
+from srm.core.offsets import Origin, Run, merge_runs
 from srm.errors import RetriableError
 
-__all__ = ["EventSourceMappingRecord", "StateError", "StateStore", "TopicMappingRecord", "create_state_table"]
+__all__ = [
+    "EventSourceMappingRecord",
+    "GroupCheckpoints",
+    "StateError",
+    "StateStore",
+    "TopicMappingRecord",
+    "create_state_table",
+]
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +122,18 @@ class StateStore:
         self._lock = threading.Lock()
 
     # -- offset runs -------------------------------------------------------------------------------------------
-    def record_runs(self, source: str, target: str, topic: str, partition: int, new: Sequence[Run]) -> None:
-        """Store a batch's runs for one partition (see :func:`srm.core.offsets.merge_runs`)."""
+    def record_runs(
+        self,
+        source: str,
+        target: str,
+        topic: str,
+        partition: int,
+        new: Sequence[Run],
+        *,
+        origin: Callable[[], Origin] | None = None,
+    ) -> None:
+        """Store a batch's runs for one partition (see :func:`srm.core.offsets.merge_runs`). When the partition has no
+        run yet, ``origin()`` is recorded first, unless an origin is there already."""
         if not new:
             return
         pk = _runs_pk(source, target, topic, partition)
@@ -117,6 +143,8 @@ class StateStore:
             region = [cached] if cached is not None and cached.upstream_end <= new[0].upstream else None
             if region is None:
                 region = self._load_region(pk, new[0].upstream)
+                if not region and origin is not None:
+                    self._record_origin(source, target, topic, partition, origin)
             merged = merge_runs(region, new)
             try:
                 self._write_region(pk, region, merged)
@@ -129,6 +157,36 @@ class StateStore:
                 self._last_runs[pk] = merged[-1]
             return
         raise StateError(f"could not record offset runs for {topic}-{partition}: concurrent writers")
+
+    def origin(self, source: str, target: str, topic: str, partition: int) -> Origin | None:
+        """Where the partition's runs begin, if recorded."""
+        with self._access("read"):
+            item = self._db.get_item(
+                TableName=self.table,
+                ConsistentRead=True,
+                Key={"pk": {"S": f"origin#{source}#{target}#{topic}"}, "sk": {"S": str(partition)}},
+            ).get("Item")
+        return None if item is None else Origin(int(item["o"]["N"]), item["f"]["BOOL"])
+
+    def _record_origin(
+        self, source: str, target: str, topic: str, partition: int, origin: Callable[[], Origin]
+    ) -> None:
+        try:
+            found = origin()
+        except Exception as e:  # the log start could not be looked up: the batch is retried
+            raise StateError(f"cannot tell where the offset runs of {topic}-{partition} begin: {e}") from e
+        item = {
+            "pk": {"S": f"origin#{source}#{target}#{topic}"},
+            "sk": {"S": str(partition)},
+            "o": {"N": str(found.offset)},
+            "f": {"BOOL": found.fresh},
+            "at": {"N": str(int(time.time() * 1000))},
+        }
+        try:
+            self._db.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as e:
+            if e.response["Error"]["Code"] != "ConditionalCheckFailedException":  # recorded by an earlier attempt
+                raise StateError(f"cannot write state table {self.table}: {e.response['Error']['Message']}") from e
 
     def runs(self, source: str, target: str, topic: str, partition: int) -> list[Run]:
         """Every run of a partition, in upstream order."""
@@ -186,20 +244,45 @@ class StateStore:
         self._batch_write(requests)
 
     # -- checkpoints ---------------------------------------------------------------------------------------------
-    def checkpoints(self, source: str, target: str, group: str) -> dict[tuple[str, int], StoredCheckpoint]:
-        """The last checkpoint emitted per upstream topic-partition of a group."""
+    def checkpoints(self, source: str, target: str, group: str) -> GroupCheckpoints:
+        """The last checkpoint emitted per upstream topic-partition of a group, and the committed offsets that got
+        none (with why)."""
         items = self._items(f"ckpt#{source}#{target}#{group}")
-        result = {}
+        result = GroupCheckpoints({}, {})
         for item in items:
             topic, _, partition = item["sk"]["S"].rpartition("#")
-            result[(topic, int(partition))] = StoredCheckpoint(
-                upstream_offset=int(item["u"]["N"]),
-                downstream_offset=int(item["d"]["N"]),
-                remote_topic=item["rt"]["S"],
-                metadata=item.get("m", {"S": ""})["S"],
-                at_ms=int(item["at"]["N"]),
-            )
+            key = (topic, int(partition))
+            if "u" in item:
+                result.emitted[key] = StoredCheckpoint(
+                    upstream_offset=int(item["u"]["N"]),
+                    downstream_offset=int(item["d"]["N"]),
+                    remote_topic=item["rt"]["S"],
+                    metadata=item.get("m", {"S": ""})["S"],
+                    at_ms=int(item["at"]["N"]),
+                )
+            if "nw" in item:
+                result.untranslated[key] = Untranslated(int(item["nu"]["N"]), item["nw"]["S"], int(item["nat"]["N"]))
         return result
+
+    def set_untranslated(
+        self, source: str, target: str, group: str, changes: Mapping[tuple[str, int], Untranslated | None]
+    ) -> None:
+        """Note (or, for None, clear) why a group's committed offset got no checkpoint, leaving the checkpoint."""
+        for (topic, partition), change in changes.items():
+            key = {"pk": {"S": f"ckpt#{source}#{target}#{group}"}, "sk": {"S": f"{topic}#{partition}"}}
+            if change is None:
+                update: dict[str, Any] = {"UpdateExpression": "REMOVE nu, nw, nat"}
+            else:
+                update = {
+                    "UpdateExpression": "SET nu = :u, nw = :w, nat = :at",
+                    "ExpressionAttributeValues": {
+                        ":u": {"N": str(change.upstream_offset)},
+                        ":w": {"S": change.reason},
+                        ":at": {"N": str(change.at_ms)},
+                    },
+                }
+            with self._access("write"):
+                self._db.update_item(TableName=self.table, Key=key, **update)
 
     def put_checkpoints(
         self, source: str, target: str, group: str, checkpoints: dict[tuple[str, int], StoredCheckpoint]
@@ -332,6 +415,8 @@ class StateStore:
             yield
         except ClientError as e:
             raise StateError(f"cannot {what} state table {self.table}: {e.response['Error']['Message']}") from e
+        except BotoCoreError as e:  # not reachable, no credentials…
+            raise StateError(f"cannot {what} state table {self.table}: {e}") from e
 
     def _items(self, pk: str) -> list[dict[str, Any]]:
         """Every item under one partition key."""
@@ -358,6 +443,14 @@ class StateStore:
 
 class _StaleCache(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class GroupCheckpoints:
+    """A group's checkpoint items, by upstream topic-partition."""
+
+    emitted: dict[tuple[str, int], StoredCheckpoint]
+    untranslated: dict[tuple[str, int], Untranslated]
 
 
 def create_state_table(client: Any, table: str) -> None:

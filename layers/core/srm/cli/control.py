@@ -31,10 +31,10 @@ from botocore.config import Config
 
 from srm.app import secrets_manager_resolver
 from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
-from srm.aws.state import StateStore, create_state_table
+from srm.aws.state import StateError, StateStore, create_state_table
 from srm.config.settings import load_file
 from srm.control.edits import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
-from srm.control.failover import NoOffsetsError, export_csv, failover_offsets
+from srm.control.failover import NoOffsetsError, export_csv, failover_offsets, untranslated_notes
 from srm.control.status import FlowStatus
 from srm.core.filters import parse_list
 from srm.errors import ConfigError, PermanentError, SrmError
@@ -443,6 +443,9 @@ def _status(session: Session, args: argparse.Namespace) -> int:
     headers = ["FLOW", "ENABLED", "TOPICS", "LAG", "LAST HEARTBEAT", "LATENCY", "LAST CHECKPOINT"]
     session.print(*_table(headers, rows))
     for s in statuses:
+        for stall in s.stalled:
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stall.since_ms / 1000))
+            session.print(f"{s.name}: {stall.what} stalled since {since} ({_age(stall.since_ms, now)}): {stall.reason}")
         for error in s.errors:
             session.print(f"{s.name}: {error}")
     if args.topics:
@@ -487,7 +490,8 @@ def register_offsets(sub: Any, common: argparse.ArgumentParser) -> None:
         help="where a consumer group resumes on the target (failover), from the checkpoints there",
         description="Reads <source>.checkpoints.internal on the target, as MM2's RemoteClusterUtils does, so it works "
         "while the source is down. --export prints the CSV that `kafka-consumer-groups --reset-offsets --from-file` "
-        "takes. Exit status 1 when there is nothing to fail over with (the message says why).",
+        "takes. Exit status 1 when there is nothing to fail over with (the message says why). A partition whose newest "
+        "committed offset got no checkpoint (it cannot be translated exactly) is named on stderr, with why.",
     )
     _flow_args(p)
     p.add_argument("--group", required=True, help="the consumer group")
@@ -499,13 +503,26 @@ def register_offsets(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def _offsets(session: Session, args: argparse.Namespace) -> int:
     config = session.store().load(fresh=True)
+    state = session.state()
     try:
         offsets = failover_offsets(
-            config, args.source, args.target, args.group, secrets_manager_resolver(session.region), timeout=args.timeout
+            config,
+            args.source,
+            args.target,
+            args.group,
+            secrets_manager_resolver(session.region),
+            timeout=args.timeout,
+            state=state,
         )
     except NoOffsetsError as e:
         print(f"{PROG}: {e}", file=session.err)
         return 1
+    try:
+        notes = untranslated_notes(state, args.source, args.target, args.group)
+    except StateError as e:
+        notes = [f"cannot read why offsets got no checkpoint: {e}"]
+    for note in notes:
+        session.warn(note)
     if args.export:
         if args.output:
             args.output.write_text(export_csv(offsets))

@@ -20,7 +20,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
     run.add_argument(
         "--endpoint-url",
-        help="DynamoDB endpoint for the config and state tables (default: an in-process moto store on a loopback port)",
+        help="DynamoDB endpoint for the config and state tables (default: a local store on a loopback port; --store)",
+    )
+    run.add_argument(
+        "--store",
+        choices=("durable", "memory"),
+        default="durable",
+        help="the local store: durable (default; DynamoDB Local, its data in .srm-local/dynamodb, kept across "
+        "restarts and crashes) or memory (moto; forgotten when srm run stops)",
     )
     run.add_argument("--store-port", type=int, default=0, help="port of the local store (default: any free port)")
     run.add_argument("--config-table", default="srm-config")
@@ -47,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             options = RuntimeOptions(
                 endpoint_url=args.endpoint_url,
                 store_port=args.store_port,
+                store=args.store,
                 config_table=args.config_table,
                 state_table=args.state_table,
                 verbose=args.verbose,

@@ -3,9 +3,13 @@ checkpoints there (so it works while the source is down), and the file ``kafka-c
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from srm.aws.state import StateStore
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
 from srm.errors import PermanentError, SrmError
@@ -14,7 +18,7 @@ from srm.kafka.admin import group_offsets
 from srm.kafka.clients import admin_config, build
 from srm.mm2.client import CheckpointedOffset, MirrorClient
 
-__all__ = ["NoOffsetsError", "export_csv", "failover_offsets"]
+__all__ = ["NoOffsetsError", "export_csv", "failover_offsets", "untranslated_notes"]
 
 
 class NoOffsetsError(PermanentError, LookupError):
@@ -22,12 +26,19 @@ class NoOffsetsError(PermanentError, LookupError):
 
 
 def failover_offsets(
-    config: SrmConfig, source: str, target: str, group: str, resolver: SecretResolver, timeout: float = 30.0
+    config: SrmConfig,
+    source: str,
+    target: str,
+    group: str,
+    resolver: SecretResolver,
+    timeout: float = 30.0,
+    state: StateStore | None = None,
 ) -> list[CheckpointedOffset]:
     """Where ``group`` resumes on ``target``, from the checkpoints there — so it works while ``source`` is down.
 
-    When there is no checkpoint, asks ``source`` why (unknown group, or no topic ``source->target`` replicates) and
-    raises NoOffsetsError with the answer."""
+    When there is no checkpoint, says why: the reasons the checkpoint function kept in ``state`` for offsets it
+    could not translate, else the answer of ``source`` (unknown group, or no topic ``source->target`` replicates),
+    in NoOffsetsError."""
     config.check_flow(source, target)
     flow = Flow(source, target)
     policy = config.policy(source, target)
@@ -38,7 +49,34 @@ def failover_offsets(
         raise NoOffsetsError(f"{e}; is {source}->{target} enabled and emitting checkpoints?") from None
     if found:
         return sorted(found.values(), key=lambda c: (c.topic, c.partition))
+    notes: list[str] = []
+    if state is not None:
+        with contextlib.suppress(SrmError):  # then the source is asked
+            notes = untranslated_notes(state, source, target, group)
+    if notes:
+        raise NoOffsetsError(f"no checkpoint of group {group} on {target}: {'; '.join(notes)}")
     raise NoOffsetsError(_why_no_checkpoint(config, source, target, group, resolver, timeout))
+
+
+def untranslated_notes(state: StateStore, source: str, target: str, group: str) -> list[str]:
+    """One line per source partition whose newest committed offset got no checkpoint, saying why — so an operator
+    knows that the checkpoint shown for it (if any) is older than the group's position."""
+    stored = state.checkpoints(source, target, group)
+    lines = []
+    for (topic, partition), note in sorted(stored.untranslated.items()):
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(note.at_ms / 1000))
+        line = (
+            f"{topic}-{partition}: the group's committed offset {note.upstream_offset} on {source} has no "
+            f"checkpoint (since {since}): {note.reason}"
+        )
+        last = stored.emitted.get((topic, partition))
+        if last is not None:
+            line += (
+                f"; what {last.remote_topic}-{partition} shows is its last checkpoint, of offset "
+                f"{last.upstream_offset} on {source}"
+            )
+        lines.append(line)
+    return lines
 
 
 def _why_no_checkpoint(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError
 
-__all__ = ["FlowStatus", "StatusProbe", "TopicStatus", "flow_status"]
+__all__ = ["FlowStatus", "Stall", "StatusProbe", "TopicStatus", "flow_status"]
 
 # What asking a cluster may raise: it does not answer, a client cannot be built, a record does not decode.
 _PROBE_ERRORS = (KafkaException, KafkaUnavailableError, ConfigError, OSError, ValueError, RuntimeError)
@@ -32,6 +33,15 @@ class TopicStatus:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """Something of a flow stuck for longer than the local runtime's bound, as its worker recorded it."""
+
+    what: str  # "topic <name>" or "function <name>"
+    since_ms: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class FlowStatus:
     source: str
     target: str
@@ -42,6 +52,7 @@ class FlowStatus:
     errors: tuple[str, ...] = ()
     topics_from: str = "source"  # "state": the flow's topic mappings; "source": the source cluster's topics
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat, when recorded
+    stalled: tuple[Stall, ...] = ()
 
     @property
     def name(self) -> str:
@@ -71,6 +82,7 @@ class FlowStatus:
                 {"topic": t.topic, "remoteTopic": t.remote, "partitions": t.partitions, "lag": t.lag}
                 for t in self.topics
             ],
+            "stalled": [{"what": s.what, "since": _iso(s.since_ms), "reason": s.reason} for s in self.stalled],
             "errors": list(self.errors),
         }
 
@@ -150,7 +162,17 @@ def flow_status(
         tuple(errors),
         topics_from=topics_from,
         heartbeat_latency_ms=_fact(facts, "heartbeat_latency_ms"),
+        stalled=_stalls(facts),
     )
+
+
+def _stalls(facts: Mapping[str, int | str]) -> tuple[Stall, ...]:
+    """The ``stalled`` fact a local worker's watchdog records (JSON: what → since, reason); none when unreadable."""
+    try:
+        recorded = json.loads(str(facts.get("stalled") or "{}"))
+        return tuple(Stall(what, int(s["since"]), str(s["reason"])) for what, s in sorted(recorded.items()))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ()
 
 
 def _fact(facts: Mapping[str, int | str], name: str) -> int | None:

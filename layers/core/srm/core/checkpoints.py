@@ -13,6 +13,8 @@ Rules (MM2's, kept):
 * A checkpoint is emitted for a group and partition when it is the first, when the upstream group rewound (its
   committed offset went down: the operator reset it, so the checkpoint follows), or when the downstream offset
   advanced. Otherwise it is skipped, so checkpoints never move a consumer backwards on the target.
+* A committed offset the state cannot translate exactly gets no checkpoint (never one that skips records); why is
+  kept with the group's checkpoints (:class:`Untranslated`) until it translates again.
 * Translated offsets are committed to the same group on the target only while that group has no active members
   (the caller checks), never below what the group has already committed there, and never past the end of the
   remote partition.
@@ -24,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from srm.core.offsets import Run, translate, translate_back
+from srm.core.offsets import Origin, Run, doubt_back, translate_back, translate_checked
 from srm.mm2.policy import ReplicationPolicy
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "QuietProbe",
     "RunsLookup",
     "StoredCheckpoint",
+    "Untranslated",
     "is_more_recent",
     "offsets_to_commit",
     "translate_group",
@@ -52,6 +55,8 @@ class RunsLookup(Protocol):
 
     def runs_around(self, source: str, target: str, topic: str, partition: int, upstream_offset: int) -> list[Run]: ...
 
+    def origin(self, source: str, target: str, topic: str, partition: int) -> Origin | None: ...
+
 
 @dataclass(frozen=True)
 class StoredCheckpoint:
@@ -61,6 +66,15 @@ class StoredCheckpoint:
     downstream_offset: int
     remote_topic: str
     metadata: str = ""
+    at_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Untranslated:
+    """A group's committed offset on one upstream topic-partition that got no checkpoint, and why."""
+
+    upstream_offset: int
+    reason: str
     at_ms: int = 0
 
 
@@ -125,6 +139,10 @@ def translate_group(
         if upstream is not None:
             back = translate_back(runs, offset)
             note = "" if back is not None else "beyond what was replicated"
+            if back is not None and runs and offset < runs[0].downstream:
+                unsure = doubt_back(runs, offset, state.origin(target, source, upstream, partition))
+                if unsure is not None:
+                    back, note = None, unsure
             results.append(
                 PartitionTranslation(group, topic, partition, offset, metadata, upstream, back, "failback", note)
             )
@@ -145,18 +163,12 @@ def _forward(
 ) -> PartitionTranslation:
     remote = policy.format_remote_topic(source, topic)
     runs = state.runs_around(source, target, topic, partition, offset)
-    downstream = translate(runs, offset)
-    note = ""
-    if downstream is None and runs:
-        last = runs[-1]
-        # Past the last replicated record: exact only if the source holds nothing there to replicate
-        # (typically a trailing transaction marker); ask the source.
-        if quiet is not None and offset > last.upstream_end and quiet(topic, partition, last.upstream_end, offset):
-            downstream = translate(runs, offset, quiet_until=offset)
-        else:
-            note = "records below the committed offset are not replicated yet"
-    elif not runs:
-        note = "nothing replicated yet"
+    downstream, note = translate_checked(
+        runs,
+        offset,
+        lambda: state.origin(source, target, topic, partition),
+        None if quiet is None else lambda start, end: quiet(topic, partition, start, end),
+    )
     return PartitionTranslation(group, topic, partition, offset, metadata, remote, downstream, "forward", note)
 
 
@@ -191,3 +203,6 @@ class CachedRuns:
 
     def runs_around(self, source: str, target: str, topic: str, partition: int, upstream_offset: int) -> list[Run]:
         return self._state.runs_around(source, target, topic, partition, upstream_offset)
+
+    def origin(self, source: str, target: str, topic: str, partition: int) -> Origin | None:
+        return self._state.origin(source, target, topic, partition)

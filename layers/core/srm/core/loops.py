@@ -20,8 +20,9 @@ from ever going back to a cluster it came through. A policy that keeps names can
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from srm.core.filters import ReplicateDecision
 from srm.mm2.policy import ReplicationPolicy
@@ -33,6 +34,7 @@ __all__ = [
     "identity_loops",
     "keeps_name",
     "literal_name",
+    "mirror_skips",
     "provenance",
     "stamp_provenance",
 ]
@@ -163,3 +165,13 @@ def stamp_provenance(headers: Sequence[Header] | None, source: str, target: str)
             return out
     out.append((PROVENANCE_HEADER, source.encode("utf-8")))
     return out
+
+
+def mirror_skips(source: str, target: str, policy: ReplicationPolicy) -> Callable[[str, Any], bool]:
+    """Whether the mirror of ``source->target`` leaves a record of ``topic`` with these headers out: only where the
+    remote topic keeps the name, for records that visited ``target`` (see :func:`stamp_provenance`)."""
+
+    def skips(topic: str, headers: Any) -> bool:
+        return policy.format_remote_topic(source, topic) == topic and stamp_provenance(headers, source, target) is None
+
+    return skips

@@ -11,7 +11,18 @@ B. Consecutive runs are consecutive deliveries of the event source: the upstream
    hold no record the source would deliver (compacted away, transaction markers, aborted or deleted records).
 C. A run is extended only while both sides stay contiguous; any gap on either side starts a new run, so a
    steady partition is one run and state costs one write per batch, not per record.
-D. The first run starts at the first record the mirror ever delivered, which is the log start at that time.
+D. The first run starts at or after the partition's :class:`Origin`: the first offset of the first batch the mirror
+   recorded while the state had no run of the partition, and whether that was the log start (*fresh*: no record
+   below it was ever there to replicate) or an offset the event source resumed from (records below it may have
+   been replicated by a mirror whose runs are gone).
+
+Invariants B and D hold while the state is complete. A state that was lost, or restored from an older backup,
+breaks them: the runs then miss records that were replicated, and translating across the gap would skip them.
+:func:`doubt` names what translation takes on trust — the offsets below a resumed origin, and an upstream gap
+across which records were written downstream — and the caller checks that span against the source (it must hold
+no record the mirror would replicate) before it uses the answer. A gap with no downstream writes across it hides
+no replicated record, so B needs no check there; the same holds inside a batch, whose runs are consecutive
+deliveries by construction.
 
 Translation of a committed upstream offset ``C`` (the next record the group would read) is the downstream
 offset of the latest copy of the first replicated record at or after ``C`` — exact, never rounded down. With no
@@ -27,7 +38,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-__all__ = ["Run", "merge_runs", "runs_from_pairs", "translate", "translate_back"]
+__all__ = [
+    "Doubt",
+    "Origin",
+    "Run",
+    "doubt",
+    "doubt_back",
+    "merge_runs",
+    "runs_from_pairs",
+    "translate",
+    "translate_back",
+    "translate_checked",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -59,6 +81,24 @@ class Run:
         if upstream <= self.upstream:
             return None
         return Run(self.upstream, self.downstream, min(self.length, upstream - self.upstream))
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a partition's offset runs begin (invariant D)."""
+
+    offset: int  # the first offset of the first batch recorded while the partition had no run
+    fresh: bool  # that offset was the partition's log start: there was nothing below it to replicate
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """An upstream span ``[start, end)`` the runs do not account for: :func:`translate`'s answer is exact only if
+    the source holds no record there that the mirror would replicate."""
+
+    start: int
+    end: int
+    reason: str  # why the runs cannot vouch for it, for an operator
 
 
 def runs_from_pairs(pairs: Iterable[tuple[int, int]]) -> list[Run]:
@@ -148,3 +188,82 @@ def _along(
     if offset == side(last) + last.length or (quiet_until is not None and offset <= quiet_until):
         return other(last) + last.length
     return None  # past the last replicated record: records there may not be replicated yet
+
+
+def doubt(runs: Sequence[Run], upstream_offset: int, origin: Origin | None) -> Doubt | None:
+    """What :func:`translate` takes on trust for ``upstream_offset``, or None when its answer rests on the runs.
+
+    ``runs`` as for :func:`translate`. ``origin`` is the partition's origin (None: not recorded), consulted only
+    when ``upstream_offset`` is below the first run. An offset inside a run, or past the last one (where translate
+    has its own rule), takes nothing on trust.
+    """
+    if not runs:
+        return None
+    i = bisect.bisect_right([r.upstream_end for r in runs], upstream_offset)
+    if i == len(runs) or upstream_offset >= runs[i].upstream:
+        return None
+    run = runs[i]
+    if i == 0:  # below the first run
+        if origin is None:
+            return Doubt(upstream_offset, run.upstream, "the state does not record where its offset runs begin")
+        if origin.fresh or upstream_offset >= origin.offset:
+            return None
+        return Doubt(
+            upstream_offset,
+            origin.offset,
+            f"the state's offset runs begin at {origin.offset}, where the mirror resumed from a committed offset: "
+            "records below it were replicated by an earlier run whose state is gone (lost, or restored from an "
+            "older backup)",
+        )
+    before = runs[i - 1]
+    if run.downstream == before.downstream_end:
+        return None  # nothing was written downstream across the gap: it hides no replicated record
+    return Doubt(
+        upstream_offset,
+        run.upstream,
+        f"offsets {before.upstream_end}..{run.upstream - 1} are missing from the state's offset runs while "
+        f"{run.downstream - before.downstream_end} record(s) were written downstream across them (a state restored "
+        "from an older backup?)",
+    )
+
+
+def doubt_back(runs: Sequence[Run], downstream_offset: int, origin: Origin | None) -> str | None:
+    """Why :func:`translate_back`'s answer for ``downstream_offset`` may skip records, or None when it cannot: a
+    position below the first run, when the runs begin where the mirror resumed (copies of earlier records may lie
+    below it) or do not say where they begin. ``origin`` as for :func:`doubt`."""
+    if not runs or downstream_offset >= runs[0].downstream:
+        return None
+    if origin is None:
+        return "the state does not record where its offset runs begin"
+    if origin.fresh:
+        return None
+    return (
+        f"the state's offset runs begin at upstream offset {origin.offset}, where the mirror resumed from a committed "
+        "offset: earlier records were replicated by a run whose state is gone"
+    )
+
+
+def translate_checked(
+    runs: Sequence[Run],
+    upstream_offset: int,
+    origin: Callable[[], Origin | None],
+    quiet: Callable[[int, int], bool] | None,
+) -> tuple[int | None, str]:
+    """:func:`translate`, taking nothing on trust: the downstream offset, or None and why.
+
+    ``origin()`` is the partition's origin, asked for only below the first run. ``quiet(start, end)`` says whether
+    the source holds no record the mirror would replicate in ``[start, end)`` (None: the source cannot be asked);
+    it settles a :func:`doubt`, and a committed offset past the last run (a trailing transaction marker).
+    """
+    if not runs:
+        return None, "nothing replicated yet"
+    downstream = translate(runs, upstream_offset)
+    if downstream is None:
+        end = runs[-1].upstream_end
+        if quiet is not None and upstream_offset > end and quiet(end, upstream_offset):
+            return translate(runs, upstream_offset, quiet_until=upstream_offset), ""
+        return None, "records below the committed offset are not replicated yet"
+    unsure = doubt(runs, upstream_offset, origin() if upstream_offset < runs[0].upstream else None)
+    if unsure is not None and not (quiet is not None and quiet(unsure.start, unsure.end)):
+        return None, unsure.reason
+    return downstream, ""

@@ -41,9 +41,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except MalformedEventError as e:
         logger.error("malformed event: %s", e)
         raise
-    except DeliveryError as e:
-        if e.fatal:  # the idempotent producer is unusable: the next invocation starts a new one
-            app.kafka.discard_producer(ctx.target, "mirror")
+    except DeliveryError as e:  # a producer failed for good is replaced by the next invocation's (srm.kafka.clients)
         logger.error("batch not replicated, it will be retried: %s", e)
         raise
     with _metrics_lock:

@@ -8,6 +8,7 @@ config table or in logs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -311,6 +312,46 @@ def produce_and_wait(producer: Producer, topic: str, records: Iterable[Record], 
 # ---------------------------------------------------------------------------------------------------------------
 # Per-container client cache
 # ---------------------------------------------------------------------------------------------------------------
+class _Producer(Producer):
+    """A producer that remembers its fatal error. librdkafka raises it once, from whichever poll or flush serves it
+    (a broker that lost the idempotent producer's state answers OUT_OF_ORDER_SEQUENCE_NUMBER, as one restarted
+    without it does); from then on every produce fails with ``_FATAL``, so the cache must build a new one."""
+
+    fatal_error: KafkaError | None = None
+
+    def poll(self, timeout: float = -1) -> int:
+        try:
+            return super().poll(timeout)
+        except Exception as e:
+            self._note(e)
+            raise
+
+    def flush(self, timeout: float = -1) -> int:
+        try:
+            return super().flush(timeout)
+        except Exception as e:
+            self._note(e)
+            raise
+
+    def _note(self, e: BaseException | None) -> None:
+        # Raised while a delivery callback runs, the error reaches the caller wrapped in a SystemError.
+        for _ in range(3):
+            if e is None:
+                return
+            err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+            if isinstance(err, KafkaError) and (err.fatal() or err.code() == KafkaError._FATAL):
+                self.fatal_error = err
+                return
+            e = e.__cause__ or e.__context__
+
+    def unusable(self) -> bool:
+        """Whether a fatal error was raised, or is waiting to be served (a failed produce call served nothing)."""
+        if self.fatal_error is None:
+            with contextlib.suppress(Exception):  # noted by poll when fatal; the rest is for the next caller
+                self.poll(0)
+        return self.fatal_error is not None
+
+
 class KafkaClients:
     """Clients created once per container (per process) and reused across invocations; rebuilt only when their
     configuration changes or after a fatal error."""
@@ -325,7 +366,14 @@ class KafkaClients:
         with self._lock:
             cached = self._clients.get(key)
             if cached is not None and cached[0] == conf:
-                return cached[1]
+                if not (isinstance(cached[1], _Producer) and cached[1].unusable()):
+                    return cached[1]
+                log.warning(
+                    "producer to %s%s failed for good (%s); a new one takes over",
+                    alias,
+                    f" ({tag})" if tag else "",
+                    cached[1].fatal_error.str() if cached[1].fatal_error else "fatal error",
+                )
             client = build(kind, conf, config, alias, role)
             self._clients[key] = (conf, client)
             return client
@@ -334,7 +382,7 @@ class KafkaClients:
         self, config: SrmConfig, alias: str, flow: Flow | None, *, delivery_timeout_ms: int, tag: str = ""
     ) -> Producer:
         conf = producer_config(config, alias, flow, delivery_timeout_ms=delivery_timeout_ms, resolver=self.resolver)
-        return self._get(Producer, "producer", alias, conf, config, tag)
+        return self._get(_Producer, "producer", alias, conf, config, tag)
 
     def admin(self, config: SrmConfig, alias: str, flow: Flow | None = None) -> AdminClient:
         conf = admin_config(config, alias, flow, resolver=self.resolver)
@@ -343,4 +391,4 @@ class KafkaClients:
     def discard_producer(self, alias: str, tag: str = "") -> None:
         """Drop a producer after a fatal error so the next invocation starts a fresh idempotent session."""
         with self._lock:
-            self._clients.pop((Producer.__name__, alias, tag), None)
+            self._clients.pop((_Producer.__name__, alias, tag), None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -27,15 +28,21 @@ __all__ = ["KafkaStatusProbe", "quiet_probe"]
 log = logging.getLogger(__name__)
 
 
-def quiet_probe(consumer_config: dict[str, str], timeout: float = 5.0) -> Callable[[str, int, int, int], bool]:
-    """Asks the source whether a partition holds no deliverable record in ``[start, end)`` — e.g. only a
-    transaction marker — by reading it with the mirror's isolation level. Unsure means no."""
+def quiet_probe(
+    consumer_config: dict[str, str], timeout: float = 5.0, skips: Callable[[str, Any], bool] | None = None
+) -> Callable[[str, int, int, int], bool]:
+    """Asks the source whether a partition holds no record to replicate in ``[start, end)`` — e.g. only a
+    transaction marker — by reading it with the mirror's isolation level; records ``skips(topic, headers)`` says the
+    mirror leaves out (the identity loop guard) are read past. Unsure means no."""
 
     def probe(topic: str, partition: int, start: int, end: int) -> bool:
         consumer = Consumer({**consumer_config, "enable.auto.commit": "false"})
         try:
-            for msg in read_to_end(consumer, {(topic, partition): (start, end)}, timeout, batch=1, poll_s=0.2):
-                return (msg.offset() or 0) >= end  # the first deliverable record decides
+            for msg in read_to_end(consumer, {(topic, partition): (start, end)}, timeout, batch=500, poll_s=0.2):
+                if (msg.offset() or 0) >= end:
+                    return True
+                if skips is None or not skips(topic, msg.headers()):
+                    return False  # the first record the mirror would replicate decides
             return True
         except TimeoutError:
             return False

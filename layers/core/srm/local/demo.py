@@ -176,7 +176,9 @@ def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
 
         print(f"replicating {SOURCE}->{TARGET} through the mirror handler (local event source mappings)...")
         runtime = LocalRuntime(
-            _config(west.bootstrap, east.bootstrap), RuntimeOptions(state_dir=workdir / ".srm-local")
+            # a throwaway run: the in-memory store, no Java needed
+            _config(west.bootstrap, east.bootstrap),
+            RuntimeOptions(state_dir=workdir / ".srm-local", store="memory"),
         )
         started = time.monotonic()
         runtime.start()

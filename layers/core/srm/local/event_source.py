@@ -4,6 +4,10 @@ Per replicated topic: a consumer in the mapping's own group polls the source; re
 batching window, the 6 MB invoke payload) into byte-identical MSK events; the very handler Lambda runs is
 invoked; the source offsets are committed only after it returns. A failed batch is retried, the same bytes, with
 backoff, forever (as Lambda's default); partition order is kept because one batch is in flight at a time.
+
+A mapping also keeps what a watchdog needs to tell it is stuck (:meth:`EmulatedMapping.stall`): since when some
+partition of its topic has not been assigned to it, and when it last made progress — a batch committed, or its
+partitions confirmed read to the end — and it rebuilds its consumer when asked.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from srm.core.events import EventBuilder, record_json
 
@@ -31,6 +35,8 @@ _TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
 _IDLE_PROBE_S = 0.05
 _IDLE_CHECK_S = 0.1
 _WATERMARK_TIMEOUT_S = 5.0
+_ASSIGNMENT_CHECK_S = 1.0  # how often the assignment is compared with the topic's partitions
+_METADATA_CHECK_S = 5.0  # how often the topic's partition count is asked for
 
 
 @dataclass(frozen=True)
@@ -66,18 +72,29 @@ class LocalContext:
         return 900_000
 
 
-def _caught_up(consumer: Consumer, assignment: list[TopicPartition], *, fresh: bool) -> bool:
+def _caught_up(consumer: Consumer, assignment: list[TopicPartition], starts: dict[int, int], *, fresh: bool) -> bool:
     """Whether every assigned partition is read to its end: as the last fetch responses tell, or (``fresh``) as
-    the broker answers now. Unknown counts as not caught up."""
+    the broker answers now. Unknown counts as not caught up.
+
+    A partition nothing was consumed from since it was assigned has no position yet: it is read from its committed
+    offset, or from its log start without one; ``starts`` caches those committed offsets (per assignment)."""
     try:
-        for tp in consumer.position(assignment):
-            if tp.offset < 0:
-                return False
+        positions = consumer.position(assignment)
+        unknown = [
+            TopicPartition(tp.topic, tp.partition) for tp in positions if tp.offset < 0 and tp.partition not in starts
+        ]
+        if unknown:
+            for tp in consumer.committed(unknown, timeout=_WATERMARK_TIMEOUT_S):
+                starts[tp.partition] = tp.offset
+        for tp in positions:
             if fresh:
-                _low, high = consumer.get_watermark_offsets(tp, timeout=_WATERMARK_TIMEOUT_S)
+                low, high = consumer.get_watermark_offsets(tp, timeout=_WATERMARK_TIMEOUT_S)
             else:
-                _low, high = consumer.get_watermark_offsets(tp, cached=True)
-            if high < 0 or tp.offset < high:
+                low, high = consumer.get_watermark_offsets(tp, cached=True)
+            position = tp.offset if tp.offset >= 0 else starts.get(tp.partition, -1)
+            if position < 0:
+                position = low  # no committed offset: read from the log start (auto.offset.reset=earliest)
+            if high < 0 or position < 0 or position < high:
                 return False
     except KafkaException:
         return False
@@ -85,6 +102,10 @@ def _caught_up(consumer: Consumer, assignment: list[TopicPartition], *, fresh: b
 
 
 class OversizedRecordError(RuntimeError):
+    pass
+
+
+class _RebuildRequested(Exception):
     pass
 
 
@@ -114,8 +135,20 @@ class EmulatedMapping:
         self._stop_event = threading.Event()
         self._revoked = False
         self._resting = False  # partitions paused while the topic is idle
+        self._starts: dict[int, int] = {}  # committed offsets of partitions not read from since their assignment
         self._last_check_s = 0.0  # how long the last look-up of the log ends took
         self.stats = MappingStats()
+        # What the watchdog reads (monotonic seconds); kept across consumer rebuilds, so a rebuild that changes
+        # nothing does not hide a stall.
+        started = time.monotonic()
+        self._progress_at = started  # last batch committed, or last time the partitions were confirmed read
+        self._unassigned_since: float | None = started  # since when some partition is not assigned (None: none)
+        self._assigned: tuple[int, ...] = ()
+        self._partitions = 0  # the topic's partition count, as last read (0: unknown)
+        self._next_assignment_check = 0.0
+        self._next_metadata_check = 0.0
+        self._invoking = False
+        self._rebuild = threading.Event()
 
     def start(self) -> None:
         self._thread.start()
@@ -138,23 +171,73 @@ class EmulatedMapping:
         """Whether the topic is read to its end and the mapping waits for it to grow (partitions paused)."""
         return self._resting
 
+    @property
+    def assigned(self) -> tuple[int, ...]:
+        """The partitions assigned to its consumer, as last observed (about every second)."""
+        return self._assigned
+
+    @property
+    def group_id(self) -> str:
+        return self._consumer_config.get("group.id", "")
+
+    @property
+    def instance_id(self) -> str | None:
+        return self._consumer_config.get("group.instance.id")
+
+    @property
+    def failing(self) -> bool:
+        """Whether a batch is being retried: the handler, not the consumer, is what holds the mapping up."""
+        return self._invoking and self.stats.last_error is not None
+
+    def stall(self, bound_s: float, now: float | None = None) -> tuple[float, str] | None:
+        """``(since, reason)`` when some partition of the topic has not been assigned to this mapping, or it has
+        made no progress, for longer than ``bound_s`` (``since`` is monotonic); None while it is healthy."""
+        now = time.monotonic() if now is None else now
+        unassigned = self._unassigned_since
+        if unassigned is not None and now - unassigned > bound_s:
+            missing = sorted(set(range(self._partitions)) - set(self._assigned))
+            if not self._assigned:
+                what = f"no partition of {self.topic} assigned"
+            else:
+                numbers = f"partition{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
+                what = f"{numbers} of {self._partitions} of {self.topic} not assigned"
+            return unassigned, f"{what} to its consumer (group {self.group_id})"
+        if now - self._progress_at > bound_s:
+            reason = self.stats.last_error or "records wait beyond the committed offsets and none is replicated"
+            return self._progress_at, f"no batch of {self.topic} replicated: {reason}"
+        return None
+
+    def rebuild(self) -> bool:
+        """Ask the poller to close its consumer and start a new one (it does so between batches); False while a
+        batch is being retried, which a new consumer would not help."""
+        if self.failing:
+            return False
+        self._rebuild.set()
+        return True
+
     # -- the poller ----------------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self.stopping:
             try:
                 self._poll_loop()
+            except _RebuildRequested:
+                log.info("event source for %s: consumer rebuilt", self.topic)
             except Exception as e:  # a broken consumer is rebuilt; nothing was committed for the failed batch
                 self.stats.last_error = f"{type(e).__name__}: {e}"
                 log.error("event source for %s failed, restarting: %s", self.topic, self.stats.last_error)
                 self._stop_event.wait(2.0)
 
     def _poll_loop(self) -> None:
+        self._rebuild.clear()
         consumer = Consumer(self._consumer_config)
         buffer: deque[Message] = deque()
         self._resting = False
+        self._starts.clear()
+        self._next_assignment_check = 0.0
 
         def on_revoke(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
+            self._starts.clear()
             if self._resting:
                 consumer.resume(partitions)
                 self._resting = False
@@ -169,8 +252,12 @@ class EmulatedMapping:
                     offsets = [TopicPartition(t, p, o + 1) for t, p, o in builder.last_offsets()]
                     try:
                         consumer.commit(offsets=offsets, asynchronous=False)
-                    except Exception as e:  # the batch will be delivered again: duplicates, never loss
-                        log.warning("commit for %s failed, the batch will be redelivered: %s", self.topic, e)
+                    except KafkaException as e:  # the batch may be delivered again: duplicates, never loss
+                        log.warning("commit for %s failed, the batch may be delivered again: %s", self.topic, e)
+                        if e.args and isinstance(e.args[0], KafkaError) and e.args[0].fatal():
+                            raise  # e.g. fenced by a consumer with its group.instance.id: a new one takes over
+                    else:
+                        self._progress_at = time.monotonic()
         finally:
             consumer.close()
 
@@ -182,6 +269,9 @@ class EmulatedMapping:
         first_at: float | None = None
         window = s.batching_window_ms / 1000.0
         while builder.count < s.batch_size and not self.stopping:
+            if self._rebuild.is_set():
+                raise _RebuildRequested()  # nothing of this batch was handed over: the new consumer reads it again
+            self._observe_assignment(consumer)
             if not buffer:
                 if first_at is None:
                     fetched = self._wait_for_first(consumer)
@@ -193,11 +283,14 @@ class EmulatedMapping:
                     err = msg.error()
                     if err is None:
                         buffer.append(msg)
+                    elif err.fatal():  # this consumer can do nothing more (e.g. fenced): start a new one
+                        raise KafkaException(err)
                     elif err.code() != KafkaError._PARTITION_EOF:
                         log.warning("consumer of %s: %s", self.topic, err.str())
                 if self._revoked:
                     self._revoked = False
                     buffer.clear()
+                    self._rewind(consumer)
                     return None
                 if not buffer:
                     if first_at is not None and time.monotonic() - first_at >= window:
@@ -243,21 +336,58 @@ class EmulatedMapping:
         if not assignment:
             return []
         if not self._resting:
-            if _caught_up(consumer, assignment, fresh=False):  # pausing drops fetched records: only when there are none
+            if _caught_up(
+                consumer, assignment, self._starts, fresh=False
+            ):  # pausing drops fetched records: only when there are none
                 consumer.pause(assignment)
                 self._resting = True
             return []
         self._stop_event.wait(max(_IDLE_CHECK_S, self._last_check_s))  # many partitions: fewer look-ups per second
         started = time.monotonic()
-        caught_up = _caught_up(consumer, assignment, fresh=True)
+        caught_up = _caught_up(consumer, assignment, self._starts, fresh=True)
         self._last_check_s = time.monotonic() - started
-        if not caught_up:
+        if caught_up:
+            self._progress_at = time.monotonic()
+        else:
             consumer.resume(assignment)
             self._resting = False
             # librdkafka's fetcher notices a resume only on its next one-second tick; any request to the broker,
             # such as this look-up, wakes it at once.
-            _caught_up(consumer, assignment[:1], fresh=True)
+            _caught_up(consumer, assignment[:1], self._starts, fresh=True)
         return []
+
+    def _rewind(self, consumer: Consumer) -> None:
+        """After a rebalance, read every assigned partition again from its committed offset. The records of the
+        dropped batch are read again that way — including any the same poll already fetched for the new
+        assignment, which would otherwise be skipped."""
+        assignment = consumer.assignment()
+        if not assignment:
+            return  # assigned later: fetching starts from the committed offsets anyway
+        for tp in consumer.committed(assignment, timeout=_WATERMARK_TIMEOUT_S):
+            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+
+    def _observe_assignment(self, consumer: Consumer) -> None:
+        """Note which partitions are assigned, and since when some are not (local calls, plus a metadata request
+        every ``_METADATA_CHECK_S``)."""
+        now = time.monotonic()
+        if now < self._next_assignment_check:
+            return
+        self._next_assignment_check = now + _ASSIGNMENT_CHECK_S
+        assigned = tuple(sorted(tp.partition for tp in consumer.assignment()))
+        if now >= self._next_metadata_check or (assigned and assigned[-1] >= self._partitions):
+            self._next_metadata_check = now + _METADATA_CHECK_S
+            try:
+                topic = consumer.list_topics(self.topic, timeout=_WATERMARK_TIMEOUT_S).topics.get(self.topic)
+                if topic is not None and topic.error is None:
+                    self._partitions = len(topic.partitions)
+            except KafkaException:
+                pass  # the source does not answer: the partition count stays as last read
+        self._assigned = assigned
+        complete = bool(assigned) and len(assigned) >= self._partitions
+        if complete:
+            self._unassigned_since = None
+        elif self._unassigned_since is None:
+            self._unassigned_since = now
 
     def _stuck_on_oversized(self, msg: Message, estimate: int) -> None:
         """A record too big for one invocation is never skipped: report it and hold the partition."""
@@ -274,22 +404,26 @@ class EmulatedMapping:
     def _invoke_until_done(self, payload: bytes) -> bool:
         """Invoke the handler with the same bytes until it succeeds; False when stopped first."""
         delay = 0.5
-        while not self.stopping:
-            event = json.loads(payload)  # what the Lambda runtime does with the invoke payload
-            try:
-                self._handler(event, LocalContext(self._function_name))
-            except Exception as e:
-                self.stats.failures += 1
-                self.stats.last_error = f"{type(e).__name__}: {e}"
-                log.warning("%s batch failed, retrying in %.1fs: %s", self.topic, delay, self.stats.last_error)
-                self._stop_event.wait(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            self.stats.batches += 1
-            records = event["records"]
-            self.stats.records += sum(len(r) for r in records.values())
-            newest = max(r[-1]["timestamp"] for r in records.values())
-            self.stats.last_latency_ms = int(time.time() * 1000) - newest
-            self.stats.last_error = None
-            return True
-        return False
+        self._invoking = True
+        try:
+            while not self.stopping:
+                event = json.loads(payload)  # what the Lambda runtime does with the invoke payload
+                try:
+                    self._handler(event, LocalContext(self._function_name))
+                except Exception as e:
+                    self.stats.failures += 1
+                    self.stats.last_error = f"{type(e).__name__}: {e}"
+                    log.warning("%s batch failed, retrying in %.1fs: %s", self.topic, delay, self.stats.last_error)
+                    self._stop_event.wait(delay)
+                    delay = min(delay * 2, 30.0)
+                    continue
+                self.stats.batches += 1
+                records = event["records"]
+                self.stats.records += sum(len(r) for r in records.values())
+                newest = max(r[-1]["timestamp"] for r in records.values())
+                self.stats.last_latency_ms = int(time.time() * 1000) - newest
+                self.stats.last_error = None
+                return True
+            return False
+        finally:
+            self._invoking = False

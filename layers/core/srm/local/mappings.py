@@ -8,7 +8,9 @@ disabled, so the next topic sync restarts it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import threading
 import time
 import uuid
@@ -29,6 +31,14 @@ if TYPE_CHECKING:
 __all__ = ["LocalEventSources"]
 
 log = logging.getLogger(__name__)
+
+
+def _instance_id(group: str) -> str:
+    """The group id itself when Kafka accepts it as a ``group.instance.id`` (up to 249 of ``[a-zA-Z0-9._-]``), else
+    a digest of it: stable across restarts either way."""
+    if len(group) <= 249 and re.fullmatch(r"[a-zA-Z0-9._-]+", group):
+        return group
+    return f"srm-mirror-{hashlib.sha256(group.encode()).hexdigest()}"
 
 
 @dataclass
@@ -121,13 +131,14 @@ class LocalEventSources:
 
     def _start(self, source: str, target: str, topic: str, config: MappingConfig) -> EmulatedMapping:
         srm_config: SrmConfig = self._app.config()
+        group = mapping_group_id(source, target, topic)
         conf = consumer_config(
-            srm_config,
-            source,
-            Flow(source, target),
-            group_id=mapping_group_id(source, target, topic),
-            resolver=self._app.kafka.resolver,
+            srm_config, source, Flow(source, target), group_id=group, resolver=self._app.kafka.resolver
         )
+        # A static member, one per group: a restarted worker's consumer takes the place (and the partitions) of the
+        # one that died with it at once. A dynamic member would wait for the broker to expire the dead one —
+        # session.timeout.ms on Kafka, never on some embedded brokers.
+        conf["group.instance.id"] = _instance_id(group)
         # Lambda's poller follows partitions added to its topic; a consumer sees them at its next metadata refresh
         # (librdkafka: every 5 minutes), so refresh as often as topic-sync looks for new partitions.
         refresh_ms = int(srm_config.settings(source, target).refresh_topics_interval_seconds * 1000)

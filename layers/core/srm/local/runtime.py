@@ -1,9 +1,10 @@
 """``srm run``: the local runtime's supervisor.
 
-It validates the configuration, starts the store (moto's DynamoDB on a loopback port unless an endpoint is
-given), loads the configuration into the config table, and keeps one worker process per enabled flow — started
-and stopped as flows are enabled and disabled in the table (``srm-control``), restarted if one dies.
-SIGINT/SIGTERM stop everything within seconds; the source offsets committed so far are where it resumes.
+It validates the configuration, starts the store (:mod:`srm.local.store`: by default DynamoDB Local, durable under
+``.srm-local/dynamodb/``, unless an endpoint is given), loads the configuration into the config table, and keeps one
+worker process per enabled flow — started and stopped as flows are enabled and disabled in the table
+(``srm-control``), restarted if one dies. SIGINT/SIGTERM stop everything within seconds; it resumes from the source
+offsets committed so far, with the offset runs and checkpoints the store kept.
 """
 
 from __future__ import annotations
@@ -31,17 +32,20 @@ from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError, list_topics
 from srm.kafka.clients import admin_config, build
-from srm.local.store import STATE_DIR, LocalStore
+from srm.local.store import STATE_DIR, LocalStore, StoreKind
 
 __all__ = ["LocalRuntime", "RuntimeOptions"]
 
 log = logging.getLogger(__name__)
+
+_STABLE_S = 10.0  # a worker that exits sooner after its start is restarted with a growing delay
 
 
 @dataclass
 class RuntimeOptions:
     endpoint_url: str | None = None
     store_port: int = 0
+    store: StoreKind = "durable"
     config_table: str = "srm-config"
     state_table: str = "srm-state"
     region: str = "us-east-1"
@@ -72,14 +76,17 @@ class LocalRuntime:
         self._store: LocalStore | None = None
         self.endpoint_url = self.options.endpoint_url
         self._workers: dict[Flow, subprocess.Popen[bytes]] = {}
-        self._restarts: dict[Flow, float] = {}
+        self._wanted: set[Flow] = set()  # the enabled flows, as of the last reconcile
+        self._started: dict[Flow, float] = {}
+        self._restarts: dict[Flow, float] = {}  # no restart before this time
+        self._early_exits: dict[Flow, int] = {}  # exits in a row soon after starting
         self.config_store: ConfigStore | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> None:
         self._check_clusters()
         if self.endpoint_url is None:
-            self._store = LocalStore(self.options.store_port, self.options.state_dir)
+            self._store = LocalStore(self.options.store_port, self.options.state_dir, self.options.store)
             self.endpoint_url = self._store.start()
         dynamodb = boto3.client(
             "dynamodb",
@@ -109,7 +116,16 @@ class LocalRuntime:
                 )
 
     def run_until(self, stop: threading.Event, poll_seconds: float = 2.0) -> None:
-        while not stop.wait(poll_seconds):
+        """Reconcile with the config table every ``poll_seconds``; look for dead workers five times a second."""
+        next_reconcile = time.monotonic() + poll_seconds
+        while not stop.wait(0.2):
+            try:
+                self._restart_dead()
+            except Exception as e:
+                log.error("cannot restart a worker: %s", e)
+            if time.monotonic() < next_reconcile:
+                continue
+            next_reconcile = time.monotonic() + poll_seconds
             try:
                 self.reconcile()
             except Exception as e:
@@ -118,19 +134,37 @@ class LocalRuntime:
     def reconcile(self) -> None:
         """Make the running workers match the enabled flows of the config table; restart dead ones."""
         assert self.config_store is not None
-        wanted = set(self.config_store.load(fresh=True).enabled_flows())
+        self._wanted = set(self.config_store.load(fresh=True).enabled_flows())
         for flow, process in list(self._workers.items()):
-            if flow not in wanted:
-                log.info("%s disabled: stopping its worker", str(Flow(*flow)))
+            if flow not in self._wanted:
+                log.info("%s disabled: stopping its worker", Flow(*flow))
                 self._terminate(process)
                 del self._workers[flow]
-            elif process.poll() is not None:
-                log.warning("%s worker exited with %s; restarting", str(Flow(*flow)), process.returncode)
-                del self._workers[flow]
-        for flow in sorted(wanted):
-            if flow not in self._workers and time.monotonic() >= self._restarts.get(flow, 0.0):
+        self._restart_dead()
+
+    def _restart_dead(self) -> None:
+        """Start the wanted flows' missing workers. A worker that died is restarted at once, unless it keeps dying
+        within ``_STABLE_S`` of its start: then after 1, 2, 4 … up to 60 s."""
+        now = time.monotonic()
+        for flow, process in list(self._workers.items()):
+            if process.poll() is None:
+                continue
+            del self._workers[flow]
+            early = now - self._started.get(flow, now) < _STABLE_S
+            exits = self._early_exits[flow] = self._early_exits.get(flow, 0) + 1 if early else 0
+            delay = 0.0 if exits <= 1 else min(60.0, 2.0 ** (exits - 2))
+            self._restarts[flow] = now + delay
+            when = f"in {delay:.0f}s ({exits} exits in a row, each within {_STABLE_S:.0f}s of its start)"
+            log.warning(
+                "%s worker exited with %s; restarting it %s",
+                Flow(*flow),
+                _exit_status(process.returncode),
+                "now" if delay == 0 else when,
+            )
+        for flow in sorted(self._wanted):
+            if flow not in self._workers and now >= self._restarts.get(flow, 0.0):
                 self._workers[flow] = self._spawn(*flow)
-                self._restarts[flow] = time.monotonic() + 5.0
+                self._started[flow] = time.monotonic()
 
     def _spawn(self, source: str, target: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, **self.worker_env(source, target)}
@@ -181,6 +215,15 @@ class LocalRuntime:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
+
+
+def _exit_status(code: int) -> str:
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"status {code}"
 
 
 def _admin_kind() -> Any:

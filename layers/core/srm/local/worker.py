@@ -4,27 +4,31 @@
 ``SRM_TARGET``, table names, ``AWS_ENDPOINT_URL``). It runs the scheduled functions on their intervals, read
 live from the config table, and keeps one emulated event source mapping per replicated topic, started and stopped
 by the topic-sync function's decisions (:class:`srm.local.mappings.LocalEventSources` is its port implementation).
+A :class:`Watchdog` reports what is stuck longer than ``SRM_STALL_SECONDS`` (default 30) and rebuilds stuck
+mappings' consumers.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from srm.app import App
+from srm.aws.state import StateError
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
-from srm.local.event_source import LocalContext
+from srm.local.event_source import EmulatedMapping, LocalContext
 from srm.local.mappings import LocalEventSources
 
-__all__ = ["LocalEventSources", "Scheduled", "main", "run_worker"]
+__all__ = ["LocalEventSources", "Scheduled", "Stall", "Watchdog", "main", "run_worker"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,9 @@ class Scheduled:
     interval: Callable[[SrmConfig], float | None]
     next_run: float = 0.0
     running: threading.Thread | None = None
+    failures: int = 0  # runs failed in a row
+    failing_since_ms: int | None = None  # when the first of them started
+    last_error: str | None = None
 
 
 def schedule_event(name: str) -> dict[str, Any]:
@@ -56,10 +63,115 @@ def schedule_event(name: str) -> dict[str, Any]:
     }
 
 
-def run_worker(app: App, schedule: list[Scheduled], stop: threading.Event, status_every: float = 10.0) -> None:
-    """Run scheduled functions until ``stop`` is set; a failure is logged and the next tick retries."""
+@dataclass(frozen=True)
+class Stall:
+    since_ms: int
+    reason: str
+
+
+class Watchdog:
+    """Finds what has been stuck for longer than ``bound_s``: a mapping with a partition of its topic not assigned
+    to it, or with no progress (see :meth:`EmulatedMapping.stall`), and a scheduled function whose runs keep
+    failing. A stall is logged when it starts and ends, recorded in the flow status (fact ``stalled``: JSON, what →
+    since and why, read by ``srm-control status``), and a stuck mapping's consumer is rebuilt, again every
+    ``bound_s`` while it stays stuck — unless a batch is being retried, which is then the reason shown."""
+
+    def __init__(self, app: App, bound_s: float = 30.0) -> None:
+        self.app = app
+        self.bound_s = bound_s
+        self.stalls: dict[str, Stall] = {}
+        self._rebuilt_at: dict[str, float] = {}
+        self._holders: dict[str, str] = {}  # who holds the partitions a mapping misses, found when its stall began
+        self._recorded: str | None = None  # the ``stalled`` fact as last written
+
+    def check(self, mappings: Mapping[str, EmulatedMapping], schedule: list[Scheduled]) -> dict[str, Stall]:
+        source, target = self.app.env.flow()
+        now, wall_ms = time.monotonic(), int(time.time() * 1000)
+        found: dict[str, Stall] = {}
+        stuck: dict[str, EmulatedMapping] = {}
+        for topic, mapping in mappings.items():
+            stall = mapping.stall(self.bound_s, now)
+            if stall is None:
+                continue
+            since, reason = stall
+            what = f"topic {topic}"
+            if reason.startswith("no partition") or reason.startswith("partition"):
+                if what not in self._holders:
+                    self._holders[what] = self._other_members(mapping)
+                reason += self._holders[what]
+            old = self.stalls.get(what)
+            found[what] = Stall(old.since_ms if old else wall_ms - int((now - since) * 1000), reason)
+            stuck[what] = mapping
+        for job in schedule:
+            if job.failures >= 2 and job.failing_since_ms and wall_ms - job.failing_since_ms > self.bound_s * 1000:
+                found[f"function {job.name}"] = Stall(job.failing_since_ms, f"every run fails: {job.last_error}")
+        for what, new in found.items():
+            if what not in self.stalls:
+                log.warning("%s->%s: %s stalled since %s: %s", source, target, what, _clock(new.since_ms), new.reason)
+        for what, mapping in stuck.items():
+            if now - self._rebuilt_at.get(what, -self.bound_s) >= self.bound_s and mapping.rebuild():
+                self._rebuilt_at[what] = now
+                log.info("%s->%s: %s: its consumer is rebuilt", source, target, what)
+        for what, old_stall in self.stalls.items():
+            if what not in found:
+                seconds = (wall_ms - old_stall.since_ms) / 1000
+                log.warning("%s->%s: %s recovered after %.0fs", source, target, what, seconds)
+                self._rebuilt_at.pop(what, None)
+                self._holders.pop(what, None)
+        self.stalls = found
+        self._record(source, target)
+        return found
+
+    def _other_members(self, mapping: EmulatedMapping) -> str:
+        """Members of the mapping's group other than its own consumer (who else holds its partitions), or ''."""
+        flow = self.app.env.flow()
+        try:
+            admin = self.app.kafka.admin(self.app.config(), flow.source, flow)
+            group = admin.describe_consumer_groups([mapping.group_id], request_timeout=5)[mapping.group_id].result()
+        except Exception:  # only a detail of the report
+            return ""
+        others = [
+            f"{m.client_id}@{m.host.lstrip('/')} (member {m.member_id})"
+            for m in group.members
+            if m.group_instance_id != mapping.instance_id
+        ]
+        if not others:
+            return ""
+        return f"; held by {len(others)} other member(s) until they leave or the broker expires them: " + ", ".join(
+            others
+        )
+
+    def _record(self, source: str, target: str) -> None:
+        fact = json.dumps(
+            {what: {"since": s.since_ms, "reason": s.reason} for what, s in sorted(self.stalls.items())},
+            separators=(",", ":"),
+        )
+        if fact == self._recorded:
+            return
+        try:
+            self.app.state.update_flow_status(source, target, stalled=fact)
+        except StateError as e:
+            log.warning("%s->%s: stalls not recorded in the flow status (retried): %s", source, target, e)
+            return
+        self._recorded = fact
+
+
+def _clock(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def run_worker(
+    app: App,
+    schedule: list[Scheduled],
+    stop: threading.Event,
+    status_every: float = 10.0,
+    watchdog: Watchdog | None = None,
+) -> None:
+    """Run scheduled functions until ``stop`` is set; a failure is logged and the next tick retries. The watchdog,
+    if any, looks every second."""
     source, target = app.env.flow()
     last_status = time.monotonic()
+    last_check = 0.0
     while not stop.is_set():
         now = time.monotonic()
         try:
@@ -77,16 +189,27 @@ def run_worker(app: App, schedule: list[Scheduled], stop: threading.Event, statu
             # one blocked on an unreachable cluster holds up neither the others nor a stop.
             job.running = threading.Thread(target=_invoke, args=(job, source, target), name=job.name, daemon=True)
             job.running.start()
+        mappings = app.event_sources.mappings() if isinstance(app.event_sources, LocalEventSources) else {}
+        if watchdog is not None and now - last_check >= 1.0:
+            last_check = now
+            try:
+                watchdog.check(mappings, schedule)
+            except Exception as e:  # the watchdog must not stop the worker it watches
+                log.error("%s->%s: watchdog check failed: %s", source, target, e)
         if now - last_status >= status_every and app.event_sources is not None:
             last_status = now
-            _log_status(source, target, app.event_sources)
+            _log_status(source, target, mappings, watchdog.stalls if watchdog is not None else {})
         stop.wait(0.2)
 
 
 def _invoke(job: Scheduled, source: str, target: str) -> None:
+    started_ms = int(time.time() * 1000)
     try:
         job.handler(schedule_event(job.name), LocalContext(f"srm-{source}-{target}-{job.name}"))
     except Exception as e:
+        job.failures += 1
+        job.failing_since_ms = job.failing_since_ms or started_ms
+        job.last_error = (str(e).splitlines() or [type(e).__name__])[0]
         log.error(
             "%s->%s %s failed (retried next interval): %s",
             source,
@@ -95,19 +218,22 @@ def _invoke(job: Scheduled, source: str, target: str) -> None:
             e,
             exc_info=log.isEnabledFor(logging.DEBUG),
         )
+    else:
+        job.failures, job.failing_since_ms, job.last_error = 0, None, None
 
 
-def _log_status(source: str, target: str, event_sources: Any) -> None:
-    mappings = event_sources.mappings() if hasattr(event_sources, "mappings") else {}
+def _log_status(source: str, target: str, mappings: Mapping[str, EmulatedMapping], stalls: Mapping[str, Stall]) -> None:
     records = sum(m.stats.records for m in mappings.values())
     failing = [f"{t}: {m.stats.last_error}" for t, m in mappings.items() if m.stats.last_error]
+    stalled = [f"{what} since {_clock(s.since_ms)}" for what, s in sorted(stalls.items())]
     log.info(
-        "%s->%s: %d topic(s), %d record(s) replicated%s",
+        "%s->%s: %d topic(s), %d record(s) replicated%s%s",
         source,
         target,
         len(mappings),
         records,
         f"; failing: {'; '.join(failing)}" if failing else "",
+        f"; stalled: {', '.join(stalled)}" if stalled else "",
     )
 
 
@@ -148,8 +274,12 @@ def main() -> int:
     try:
         app = App.current()
         source, target = app.env.flow()
+        stall_s = float(os.environ.get("SRM_STALL_SECONDS", "30"))
     except ConfigError as e:
         print(f"srm worker: {e}", file=sys.stderr)
+        return 2
+    except ValueError:
+        print("srm worker: SRM_STALL_SECONDS must be a number of seconds", file=sys.stderr)
         return 2
     stop = threading.Event()
 
@@ -162,7 +292,7 @@ def main() -> int:
     app.event_sources = event_sources
     log.info("%s->%s: worker started", source, target)
     try:
-        run_worker(app, default_schedule(), stop)
+        run_worker(app, default_schedule(), stop, watchdog=Watchdog(app, stall_s))
     finally:
         event_sources.stop_all()
         log.info("%s->%s: worker stopped", source, target)

@@ -23,6 +23,7 @@ from srm.core.checkpoints import (
     CachedRuns,
     QuietProbe,
     StoredCheckpoint,
+    Untranslated,
     is_more_recent,
     offsets_to_commit,
     translate_group,
@@ -108,20 +109,29 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
         if not translations:
             continue
         result.groups += 1
-        previous = ctx.state.checkpoints(ctx.source, ctx.target, group)
+        stored = ctx.state.checkpoints(ctx.source, ctx.target, group)
+        previous = stored.emitted
         new: dict[tuple[str, int], StoredCheckpoint] = {}
+        notes: dict[tuple[str, int], Untranslated | None] = {}
         for t in translations:
+            key = (t.topic, t.partition)
+            noted = stored.untranslated.get(key)
             if t.downstream_offset is None:
                 result.untranslatable += 1
+                if noted is None or (noted.upstream_offset, noted.reason) != (t.upstream_offset, t.note):
+                    since = noted.at_ms if noted is not None and noted.reason == t.note else now
+                    notes[key] = Untranslated(t.upstream_offset, t.note, since)
                 continue
-            if is_more_recent(t.upstream_offset, t.downstream_offset, previous.get((t.topic, t.partition))):
-                new[(t.topic, t.partition)] = StoredCheckpoint(
-                    t.upstream_offset, t.downstream_offset, t.remote_topic, t.metadata, now
-                )
+            if is_more_recent(t.upstream_offset, t.downstream_offset, previous.get(key)):
+                new[key] = StoredCheckpoint(t.upstream_offset, t.downstream_offset, t.remote_topic, t.metadata, now)
+            elif noted is not None:
+                notes[key] = None  # translates again, with no newer checkpoint to emit: the note is stale
         if new:
             _write_checkpoints(ctx, group, new)
-            ctx.state.put_checkpoints(ctx.source, ctx.target, group, new)
+            ctx.state.put_checkpoints(ctx.source, ctx.target, group, new)  # replaces the items: clears their notes
             result.checkpoints += len(new)
+        if notes:
+            ctx.state.set_untranslated(ctx.source, ctx.target, group, notes)
         latest[group] = {**previous, **new}
     facts: dict[str, int | str] = {"last_checkpoint_ms": now}
     if ctx.settings.sync_group_offsets_enabled and _sync_due(ctx, now):

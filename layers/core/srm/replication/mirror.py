@@ -3,8 +3,9 @@
 Every record goes to the remote topic the policy names, same partition, same key, value, headers (order and
 duplicates kept) and CreateTime timestamp, through an idempotent ``acks=all`` producer. The call returns only when
 the target acknowledged every record; on any failure it raises, so the event source retries the whole batch and
-commits nothing (at-least-once, never loss). Then, once per partition: the offset runs go to the state table and
-MM2-format offset syncs to ``mm2-offset-syncs.<target>.internal``.
+commits nothing (at-least-once, never loss). Then, once per partition: the offset runs go to the state table (the
+first batch of a partition with no runs records their origin, :class:`srm.core.offsets.Origin`) and MM2-format offset
+syncs to MM2's offset-syncs topic (:func:`offset_syncs_topic`).
 
 When the remote topic keeps the source topic's name (``IdentityReplicationPolicy``), each record also carries the
 ``srm-provenance`` header (:mod:`srm.core.loops`): the source is added to it, and a record that has already visited
@@ -23,13 +24,14 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from srm.aws.state import StateError, StateStore
 from srm.config.settings import FlowSettings
 from srm.core.events import PartitionBatch
 from srm.core.loops import stamp_provenance
-from srm.core.offsets import Run, runs_from_pairs
+from srm.core.offsets import Origin, Run, runs_from_pairs
 from srm.errors import RetriableError
 from srm.kafka.clients import Acks, produce
 from srm.mm2.formats import OffsetSync
@@ -43,6 +45,8 @@ __all__ = [
     "MirrorError",
     "RecordTooLargeError",
     "TopicNotReplicatedError",
+    "log_start_lookup",
+    "offset_syncs_topic",
     "replicate_batch",
 ]
 
@@ -60,9 +64,9 @@ class TopicNotReplicatedError(MirrorError):
 class DeliveryError(MirrorError):
     """The target did not acknowledge a record."""
 
-    def __init__(self, message: str, *, topic: str, partition: int, offset: int, fatal: bool = False) -> None:
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
         super().__init__(message)
-        self.topic, self.partition, self.offset, self.fatal = topic, partition, offset, fatal
+        self.topic, self.partition, self.offset = topic, partition, offset
 
 
 class RecordTooLargeError(DeliveryError):
@@ -100,6 +104,8 @@ class MirrorContext:
     offset_sync_producer: Producer | None = None
     # The threads that write a batch's offset runs side by side (one pool per container, held by the App).
     state_writers: StateWriters = field(default_factory=lambda: StateWriters())
+    # The log-start offset of a source partition, looked up when a partition with no offset runs is first recorded.
+    log_start: Callable[[str, int], int] | None = None
 
 
 @dataclass
@@ -129,6 +135,7 @@ def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> Bat
     result = BatchResult()
     pending: list[tuple[PartitionBatch, str, Acks]] = []
     replicate = settings.replicate_decision(target.target, target.policy)
+    firsts: dict[tuple[str, int], int] = {}  # each partition's first offset, skipped records included
     now_ms = int(time.time() * 1000)
 
     for batch in batches:
@@ -139,6 +146,8 @@ def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> Bat
             )
         remote = target.policy.format_remote_topic(target.source, batch.topic)
         target.ensure_remote_topic(batch.topic, remote, batch.partition + 1)
+        if len(batch):
+            firsts[(batch.topic, batch.partition)] = batch.offsets[0]
         if remote == batch.topic:  # the name cannot tell where records came from: the provenance header does
             batch, skipped = _with_provenance(batch, target.source, target.target)
             result.skipped += skipped
@@ -161,7 +170,7 @@ def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> Bat
     sync_acks = _send_offset_syncs(
         target, [s for b, _, _ in pending for s in _offset_syncs(b, runs[(b.topic, b.partition)])]
     )
-    _record_runs(target, runs)
+    _record_runs(target, runs, firsts)
     if sync_acks is not None:
         _await_offset_syncs(target, sync_acks)
     result.heartbeat_latency_ms = _record_heartbeat(target, pending)
@@ -199,7 +208,7 @@ def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, Ack
                 f"{missing} record(s) not acknowledged by the target within {timeout:.0f}s "
                 "(mirror.delivery.timeout.ms); is the target cluster reachable?"
             )
-        producer.flush(min(remaining, 1.0))  # flush sends at once, without waiting for linger.ms
+        _flush(producer, min(remaining, 1.0))  # flush sends at once, without waiting for linger.ms
     for batch, remote, acks in pending:
         if acks.error is not None:
             err = acks.error
@@ -219,11 +228,23 @@ def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, Ack
                 topic=batch.topic,
                 partition=batch.partition,
                 offset=offset,
-                fatal=err.fatal(),
             )
         # Reports may be served by another thread's poll, interleaved; the idempotent producer writes a
         # partition's records in produce order, so the k-th smallest offset belongs to the k-th record.
         acks.offsets.sort()
+
+
+def _flush(producer: Producer, timeout: float) -> None:
+    """``producer.flush``, its own failure — a fatal error, raised once, wrapped in a SystemError when it surfaces
+    during a delivery callback — raised as a MirrorError naming it (the client cache replaces a fatally failed
+    producer before the retry)."""
+    try:
+        producer.flush(timeout)
+    except Exception as e:
+        cause = e if isinstance(e, KafkaException) else e.__cause__
+        if not isinstance(cause, KafkaException) or not cause.args or not isinstance(cause.args[0], KafkaError):
+            raise
+        raise MirrorError(f"the producer failed: {cause.args[0].str()}") from e
 
 
 def _runs(upstream: list[int], downstream: list[int]) -> list[Run]:
@@ -234,23 +255,57 @@ def _runs(upstream: list[int], downstream: list[int]) -> list[Run]:
     return runs_from_pairs(zip(upstream, downstream, strict=True))
 
 
-def _record_runs(target: MirrorContext, runs: dict[tuple[str, int], list[Run]]) -> None:
+def _record_runs(
+    target: MirrorContext, runs: dict[tuple[str, int], list[Run]], firsts: dict[tuple[str, int], int]
+) -> None:
     """One state write per partition of the batch; the partitions' writes run side by side (a batch spans up to
     every partition of its topic, and each write is a round trip to DynamoDB). Raises the first failure, after
     every write has finished."""
     writes = [(topic, partition, r) for (topic, partition), r in runs.items() if r]
+
+    def record(topic: str, partition: int, partition_runs: list[Run]) -> None:
+        origin = _origin(target, topic, partition, firsts.get((topic, partition), partition_runs[0].upstream))
+        target.state.record_runs(target.source, target.target, topic, partition, partition_runs, origin=origin)
+
     if len(writes) <= 1:
-        for topic, partition, partition_runs in writes:
-            target.state.record_runs(target.source, target.target, topic, partition, partition_runs)
+        for write in writes:
+            record(*write)
         return
     pool = target.state_writers.pool()
-    futures = [
-        pool.submit(target.state.record_runs, target.source, target.target, topic, partition, partition_runs)
-        for topic, partition, partition_runs in writes
-    ]
+    futures = [pool.submit(record, *write) for write in writes]
     wait(futures)
     for future in futures:
         future.result()
+
+
+def _origin(target: MirrorContext, topic: str, partition: int, first: int) -> Callable[[], Origin]:
+    """The origin a partition's runs get if they begin with this batch: fresh when the batch starts at the log
+    start (the event source started there), else resumed from a committed offset. Asked of the source only then."""
+
+    def origin() -> Origin:
+        fresh = first == 0 or (target.log_start is not None and first <= target.log_start(topic, partition))
+        return Origin(first, fresh)
+
+    return origin
+
+
+def log_start_lookup(admin: AdminClient, timeout: float = 10.0) -> Callable[[str, int], int]:
+    """The log-start offset of a partition, from the cluster ``admin`` talks to."""
+
+    def lookup(topic: str, partition: int) -> int:
+        tp = TopicPartition(topic, partition)
+        return int(admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=timeout)[tp].result().offset)
+
+    return lookup
+
+
+def offset_syncs_topic(source: str, target: str, settings: FlowSettings, policy: ReplicationPolicy) -> tuple[str, str]:
+    """The cluster holding the flow's offset syncs (``offset-syncs.topic.location``) and the topic's name there.
+    As MM2 names it: after the *other* cluster — ``mm2-offset-syncs.<target>.internal`` on the source,
+    ``mm2-offset-syncs.<source>.internal`` on the target."""
+    if settings.offset_syncs_topic_location == "source":
+        return source, policy.offset_syncs_topic(target)
+    return target, policy.offset_syncs_topic(source)
 
 
 def _with_provenance(batch: PartitionBatch, source: str, target: str) -> tuple[PartitionBatch, int]:
@@ -319,17 +374,17 @@ def _send_offset_syncs(target: MirrorContext, syncs: list[OffsetSync]) -> Acks |
     producer = target.offset_sync_producer
     if producer is None or not syncs:
         return None
-    return produce(
-        producer, target.policy.offset_syncs_topic(target.target), [(s.key(), s.value(), None) for s in syncs]
-    )
+    _, topic = offset_syncs_topic(target.source, target.target, target.settings, target.policy)
+    return produce(producer, topic, [(s.key(), s.value(), None) for s in syncs])
 
 
 def _await_offset_syncs(target: MirrorContext, acks: Acks) -> None:
     producer = target.offset_sync_producer
     assert producer is not None
-    acks.wait(producer, target.settings.mirror_delivery_timeout_ms / 1000.0)
+    deadline = time.monotonic() + target.settings.mirror_delivery_timeout_ms / 1000.0
+    while not acks.settled and time.monotonic() < deadline:
+        _flush(producer, min(1.0, max(0.0, deadline - time.monotonic())))
     if acks.error is not None or not acks.settled:
         reason = acks.error.str() if acks.error is not None else "timed out"
-        raise MirrorError(
-            f"offset syncs to {target.policy.offset_syncs_topic(target.target)} not acknowledged: {reason}"
-        )
+        _, topic = offset_syncs_topic(target.source, target.target, target.settings, target.policy)
+        raise MirrorError(f"offset syncs to {topic} not acknowledged: {reason}")

@@ -1,0 +1,406 @@
+"""Raw metric records → aggregated metrics, as pure functions of Spark DataFrames (no I/O but :func:`read_lines`).
+
+:func:`parse_lines` turns JSON lines (``file``, ``line``, ``text``) into records typed by the raw schema
+(:mod:`srm.metrics.schema`, whose field table this module turns into a Spark schema) and bad lines with a reason.
+:func:`aggregate` turns records into one row per resolution (1 minute, 1 hour), level (partition, topic, flow),
+series and window, with the metrics of :mod:`srm.metrics.table` as snake_case columns.
+
+How it aggregates, natively (no Python per row):
+
+* every kind is first reduced to partials per partition and minute, named as the aggregates they feed (sums,
+  mins, maxes, bucket counts), then rolled up from those partials to every (resolution, level): a sum of sums, a
+  min of mins, so one set of expressions serves both steps;
+* distributions (replication latency, record age, checkpoint latency) merge sketches: buckets are exploded
+  (index, count; the zero bucket as index ``ZERO_INDEX``), counts summed per bucket, and quantile ``q`` of ``n``
+  values is the first bucket, by index, whose running count exceeds ``q * (n - 1)``, reported as the bucket's value
+  clamped to the exact min and max: the same answer as :meth:`srm.metrics.sketch.Sketch.quantile` of the merged
+  sketch. Count, min, max and avg are exact;
+* lag at a window's end is the last sample of each partition in the window (by ``ts``), summed over the
+  partitions of a topic or flow; the oldest-unreplicated age is the largest of them. Heartbeat age and latency are
+  the flow's last sample in the window;
+* rates are counts over the window's length.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from srm.metrics.schema import FIELD_TYPES, KINDS, REQUIRED, SCHEMA_VERSION
+from srm.metrics.sketch import GAMMA, ZERO_INDEX
+from srm.metrics.table import LEVELS, RESOLUTIONS
+
+__all__ = ["OUTPUT_KEYS", "aggregate", "bad_of", "check_lines", "parse_lines", "raw_schema", "read_lines", "records_of"]
+
+_CORRUPT = "_corrupt"
+_SKETCH = T.StructType(
+    [
+        T.StructField("n", T.LongType()),
+        T.StructField("min", T.DoubleType()),
+        T.StructField("max", T.DoubleType()),
+        T.StructField("sum", T.DoubleType()),
+        T.StructField("z", T.LongType()),
+        T.StructField("b", T.MapType(T.StringType(), T.LongType())),
+    ]
+)
+_TYPES: dict[str, T.DataType] = {
+    "long": T.LongType(),
+    "double": T.DoubleType(),
+    "string": T.StringType(),
+    "sketch": _SKETCH,
+    "counts": T.MapType(T.StringType(), T.LongType()),
+}
+_SERIES = ("source", "target", "topic", "partition")
+OUTPUT_KEYS = ("resolution", "level", *_SERIES, "window_start")
+_QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+
+
+def raw_schema() -> T.StructType:
+    """The Spark schema of a raw line: every field of the raw schema, plus the corrupt-record column."""
+    fields = [T.StructField(name, _TYPES[tag]) for name, tag in FIELD_TYPES.items()]
+    return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
+
+
+def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The lines of JSON-lines files: ``file`` (URI), ``line`` (1-based), ``text``, ``last`` (no newline after it).
+
+    Files are read whole, so line numbers are exact; a writer's files are bounded (``FileSink.max_bytes``,
+    Firehose's buffer size), so a file fits in one row.
+    """
+    files = spark.read.text(list(paths), wholetext=True).select(
+        F.input_file_name().alias("file"), F.split("value", "\n").alias("parts")
+    )
+    # The size is taken once per file: computing it per line would split the whole file again for every line.
+    counted = files.select("file", F.size("parts").alias("count"), "parts")
+    lines = counted.select("file", "count", F.posexplode("parts").alias("pos", "text"))
+    last = F.col("pos") == F.col("count") - 1
+    return lines.where(~(last & (F.col("text") == ""))).select(
+        "file", (F.col("pos") + 1).alias("line"), "text", last.alias("last")
+    )
+
+
+def _sketch_problem(name: str) -> Column:
+    sketch = F.col(f"j.{name}")
+    held = F.coalesce(sketch.z, F.lit(0)) + F.aggregate(
+        F.map_values(sketch.b), F.lit(0).cast("long"), lambda a, x: a + x
+    )
+    bad_index = F.exists(F.map_keys(sketch.b), lambda k: k.cast("int").isNull() | (k.cast("int") < 0))
+    bad_count = F.exists(F.map_values(sketch.b), lambda c: c.isNull() | (c < 1))
+    problem = (
+        sketch.n.isNull()
+        | sketch.min.isNull()
+        | sketch.max.isNull()
+        | sketch.sum.isNull()
+        | sketch.b.isNull()
+        | (sketch.n < 1)
+        | (sketch.min > sketch.max)
+        | (sketch.z < 0)
+        | bad_index
+        | bad_count
+        | (held != sketch.n)
+    )
+    return F.when(sketch.isNotNull() & problem, F.lit(f"{name}: inconsistent sketch"))
+
+
+def _problem() -> Column:
+    """Why a parsed line is not a valid record (null when it is), checked in the order a reader would."""
+    j = F.col("j")
+    checks: list[Column] = [
+        F.when(F.trim("text") == "", F.lit("empty line")),
+        F.when(
+            j.isNull() | j[_CORRUPT].isNotNull(),
+            F.lit("not a JSON object of the raw schema (truncated? a wrong type?)"),
+        ),
+        F.when(j.v.isNull(), F.lit("no schema version field 'v'")),
+        F.when(
+            j.v != SCHEMA_VERSION,
+            F.concat(
+                F.lit("unknown schema version "), j.v.cast("string"), F.lit(f" (this reader knows v={SCHEMA_VERSION})")
+            ),
+        ),
+        F.when(~j.kind.isin(*KINDS), F.concat(F.lit("unknown kind "), F.coalesce(j.kind, F.lit("(none)")))),
+    ]
+    for kind, required in REQUIRED.items():
+        for name in required:
+            checks.append(F.when((j.kind == kind) & j[name].isNull(), F.lit(f"{kind} record without {name}")))
+    for name, tag in FIELD_TYPES.items():
+        if tag == "long":
+            checks.append(F.when(j[name] < 0, F.lit(f"{name} is negative")))
+        elif tag == "sketch":
+            checks.append(_sketch_problem(name))
+        elif tag == "counts":
+            checks.append(
+                F.when(F.exists(F.map_values(j[name]), lambda c: c.isNull() | (c < 0)), F.lit(f"{name}: bad count"))
+            )
+    checks.append(F.when((j.source == "") | (j.target == ""), F.lit("empty source or target")))
+    return F.coalesce(*checks)
+
+
+def check_lines(lines: DataFrame) -> DataFrame:
+    """Lines (``file``, ``line``, ``text``, ``last``) parsed and checked: the raw schema's columns plus ``file``,
+    ``line``, ``last``, ``reason`` (why the line is bad, null when it is a valid record) and, for bad lines only,
+    the start of ``text``."""
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    parsed = lines.select("file", "line", "last", "text", F.from_json("text", raw_schema(), options).alias("j"))
+    reason = _problem()
+    return parsed.select(
+        "file",
+        "line",
+        "last",
+        reason.alias("reason"),
+        F.when(reason.isNotNull(), F.substring("text", 1, 200)).alias("text"),
+        *(f"j.{name}" for name in FIELD_TYPES),
+    )
+
+
+def records_of(checked: DataFrame) -> DataFrame:
+    """The valid records of :func:`check_lines`: the raw schema's columns plus ``file``."""
+    return checked.where(F.col("reason").isNull()).select("file", *FIELD_TYPES)
+
+
+def bad_of(checked: DataFrame) -> DataFrame:
+    """The bad lines of :func:`check_lines`: ``file``, ``line``, ``reason``, ``text``."""
+    return checked.where(F.col("reason").isNotNull()).select("file", "line", "reason", "text")
+
+
+def parse_lines(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(records, bad lines) of lines with ``file``, ``line``, ``text`` and ``last`` columns."""
+    checked = check_lines(lines)
+    return records_of(checked), bad_of(checked)
+
+
+# -- aggregation -----------------------------------------------------------------------------------------------
+# The sketches aggregated, by the prefix of their partial columns: (kind, raw field, output column).
+_DISTRIBUTIONS = (
+    ("lat", "mirror", "latency", "replication_latency_ms"),
+    ("age", "mirror", "age", "record_age_ms"),
+    ("ckpt", "checkpoint", "latency", "checkpoint_latency_ms"),
+)
+# Maps of counts aggregated per key: (output column, kind, the record's map).
+_COUNTS_BY: tuple[tuple[str, str, Callable[[], Column]], ...] = (
+    ("replication_failures_by_error", "mirror_failure", lambda: F.create_map(F.col("error"), F.lit(1).cast("long"))),
+    ("groups_skipped_by_reason", "checkpoint", lambda: F.col("groups_skipped")),
+    ("topic_sync_failed_steps", "topic_sync", lambda: F.col("failed")),
+)
+
+
+def _minute(df: DataFrame) -> DataFrame:
+    return df.withColumn("window_start", F.col("ts") - F.col("ts") % RESOLUTIONS["1m"])
+
+
+def _with_series(df: DataFrame) -> DataFrame:
+    """Flow-wide rows have no topic or partition columns of their own."""
+    for name, kind in (("topic", "string"), ("partition", "long")):
+        if name not in df.columns:
+            df = df.withColumn(name, F.lit(None).cast(kind))
+    return df
+
+
+def _fan_out(df: DataFrame) -> DataFrame:
+    """Each row (per partition and minute) once per (resolution, level) it counts in; key columns rewritten."""
+    targets = []
+    for resolution, width in RESOLUTIONS.items():
+        window_start = F.col("window_start") - F.col("window_start") % width
+        for level in LEVELS:
+            topic = F.col("topic") if level != "flow" else F.lit(None).cast("string")
+            partition = F.col("partition") if level == "partition" else F.lit(None).cast("long")
+            applies = {
+                "flow": F.lit(True),
+                "topic": F.col("topic").isNotNull(),
+                "partition": F.col("partition").isNotNull(),
+            }
+            target = F.struct(
+                F.lit(resolution).alias("resolution"),
+                F.lit(level).alias("level"),
+                topic.alias("topic"),
+                partition.alias("partition"),
+                window_start.alias("window_start"),
+            )
+            targets.append(F.when(applies[level], target))
+    rest = [name for name in df.columns if name not in ("topic", "partition", "window_start")]
+    exploded = df.select(F.explode(F.filter(F.array(*targets), lambda t: t.isNotNull())).alias("_t"), *rest)
+    return exploded.select(
+        "_t.resolution",
+        "_t.level",
+        "source",
+        "target",
+        "_t.topic",
+        "_t.partition",
+        "_t.window_start",
+        *(name for name in rest if name not in ("source", "target")),
+    )
+
+
+def _is(kind: str) -> Column:
+    return F.col("kind") == kind
+
+
+def _total(column: str) -> Column:
+    """The sum of a map of counts (0 for an empty or absent map)."""
+    values = F.coalesce(F.map_values(column), F.array().cast("array<long>"))
+    return F.aggregate(values, F.lit(0).cast("long"), lambda a, x: a + x)
+
+
+def _scalars(records: DataFrame) -> DataFrame:
+    """Sums, exact sketch stats and last samples: partials per partition and minute, then per (resolution, level)."""
+    partial: list[tuple[str, Column, str]] = [  # (column, value per record, how partials combine)
+        ("record_count", F.when(_is("mirror"), F.col("records")), "sum"),
+        ("byte_count", F.when(_is("mirror"), F.col("bytes")), "sum"),
+        ("replication_failures", F.when(_is("mirror_failure"), F.lit(1).cast("long")), "sum"),
+        ("replication_retries", F.when(_is("mirror_failure"), F.coalesce("retries", F.lit(0))), "sum"),
+        ("replication_failed_records", F.when(_is("mirror_failure"), F.coalesce("records", F.lit(0))), "sum"),
+        ("groups_checkpointed", F.when(_is("checkpoint"), F.col("groups_checkpointed")), "sum"),
+        ("groups_skipped", F.when(_is("checkpoint"), _total("groups_skipped")), "sum"),
+        ("topics_created", F.when(_is("topic_sync"), F.coalesce("topics_created", F.lit(0))), "sum"),
+        ("partitions_created", F.when(_is("topic_sync"), F.coalesce("partitions_created", F.lit(0))), "sum"),
+        ("topic_configs_changed", F.when(_is("topic_sync"), F.coalesce("configs_changed", F.lit(0))), "sum"),
+        ("topic_acls_changed", F.when(_is("topic_sync"), F.coalesce("acls_changed", F.lit(0))), "sum"),
+        ("topic_sync_failures", F.when(_is("topic_sync"), _total("failed")), "sum"),
+        ("_lag", F.when(_is("lag"), F.struct("ts", "lag", "oldest_age_ms")), "max"),
+        ("_heartbeat", F.when(_is("heartbeat"), F.struct("ts", "age_ms", "latency_ms")), "max"),
+    ]
+    for prefix, kind, field, _ in _DISTRIBUTIONS:
+        sketch = F.when(_is(kind), F.col(field))
+        partial += [
+            (f"_{prefix}_n", sketch.n, "sum"),
+            (f"_{prefix}_min", sketch.min, "min"),
+            (f"_{prefix}_max", sketch.max, "max"),
+            (f"_{prefix}_sum", sketch.sum, "sum"),
+        ]
+    combine = {"sum": F.sum, "min": F.min, "max": F.max}
+    aggs = [combine[how](name).alias(name) for name, _, how in partial]
+    minutes = _minute(records).select(*_SERIES, "window_start", *(value.alias(name) for name, value, _ in partial))
+    return _fan_out(minutes.groupBy(*_SERIES, "window_start").agg(*aggs)).groupBy(*OUTPUT_KEYS).agg(*aggs)
+
+
+def _lag_sums(scalars: DataFrame) -> DataFrame:
+    """Lag of a topic or flow at a window's end: the sum of its partitions' last samples in the window."""
+    partitions = scalars.where((F.col("level") == "partition") & F.col("_lag").isNotNull())
+    parts = []
+    for level, keys in (("topic", ["source", "target", "topic"]), ("flow", ["source", "target"])):
+        grouped = partitions.groupBy("resolution", *keys, "window_start").agg(
+            F.sum("_lag.lag").alias("replication_records_lag"),
+            F.max("_lag.oldest_age_ms").alias("oldest_unreplicated_age_ms"),
+        )
+        parts.append(_with_series(grouped).withColumn("level", F.lit(level)))
+    return parts[0].unionByName(parts[1])
+
+
+def _quantile_buckets(records: DataFrame) -> DataFrame:
+    """Per (resolution, level, series, window): the bucket index of each quantile of each merged sketch."""
+    rows = None
+    for prefix, kind, field, _ in _DISTRIBUTIONS:
+        sketch = F.col(field)
+        zero = F.array(F.struct(F.lit(ZERO_INDEX).alias("i"), F.coalesce(sketch.z, F.lit(0).cast("long")).alias("c")))
+        rest = F.transform(
+            F.map_entries(sketch.b), lambda e: F.struct(e.key.cast("int").alias("i"), e.value.alias("c"))
+        )
+        buckets = _minute(records.where(_is(kind) & sketch.isNotNull())).select(
+            *_SERIES,
+            "window_start",
+            F.lit(prefix).alias("m"),
+            F.explode(F.filter(F.concat(zero, rest), lambda b: b.c > 0)),
+        )
+        rows = buckets if rows is None else rows.unionByName(buckets)
+    assert rows is not None
+    flat = rows.select(*_SERIES, "window_start", "m", "col.i", "col.c")
+    minutes = flat.groupBy(*_SERIES, "window_start", "m", "i").agg(F.sum("c").alias("c"))
+    summed = _fan_out(minutes).groupBy(*OUTPUT_KEYS, "m", "i").agg(F.sum("c").alias("c"))
+    series = [*OUTPUT_KEYS, "m"]
+    running = summed.withColumn(
+        "cum", F.sum("c").over(Window.partitionBy(*series).orderBy("i").rowsBetween(Window.unboundedPreceding, 0))
+    ).withColumn("n", F.sum("c").over(Window.partitionBy(*series)))
+    return running.groupBy(*OUTPUT_KEYS).agg(
+        *(
+            F.min(F.when((F.col("m") == prefix) & (F.col("cum") > q * (F.col("n") - 1)), F.col("i"))).alias(
+                f"_{prefix}_{label}"
+            )
+            for prefix, *_ in _DISTRIBUTIONS
+            for label, q in _QUANTILES
+        )
+    )
+
+
+def _counts_by(records: DataFrame) -> DataFrame:
+    """The maps of counts (by error class, skip reason, failed step), summed per key."""
+    rows = None
+    for name, kind, counts in _COUNTS_BY:
+        exploded = _minute(records.where(_is(kind))).select(
+            *_SERIES, "window_start", F.lit(name).alias("m"), F.explode(counts()).alias("key", "count")
+        )
+        rows = exploded if rows is None else rows.unionByName(exploded)
+    assert rows is not None
+    minutes = rows.groupBy(*_SERIES, "window_start", "m", "key").agg(F.sum("count").alias("count"))
+    summed = _fan_out(minutes).groupBy(*OUTPUT_KEYS, "m", "key").agg(F.sum("count").alias("count"))
+    collected = summed.groupBy(*OUTPUT_KEYS).agg(
+        *(
+            F.array_sort(F.collect_list(F.when(F.col("m") == name, F.struct("key", "count")))).alias(name)
+            for name, *_ in _COUNTS_BY
+        )
+    )
+    return collected.select(
+        *OUTPUT_KEYS,
+        *(F.when(F.size(name) > 0, F.map_from_entries(name)).alias(name) for name, *_ in _COUNTS_BY),
+    )
+
+
+def _distribution(prefix: str) -> Column:
+    def value(label: str) -> Column:
+        index = F.col(f"_{prefix}_{label}")
+        raw = F.when(index == ZERO_INDEX, F.lit(0.0)).otherwise(2.0 * F.pow(F.lit(GAMMA), index) / (1.0 + GAMMA))
+        return F.least(F.greatest(raw, F.col(f"_{prefix}_min")), F.col(f"_{prefix}_max"))
+
+    n = F.col(f"_{prefix}_n")
+    stats = F.struct(
+        n.alias("count"),
+        F.col(f"_{prefix}_min").alias("min"),
+        F.col(f"_{prefix}_max").alias("max"),
+        (F.col(f"_{prefix}_sum") / n).alias("avg"),
+        *(value(label).alias(label) for label, _ in _QUANTILES),
+    )
+    return F.when(n > 0, stats)
+
+
+def aggregate(records: DataFrame) -> DataFrame:
+    """Aggregates of parsed records: :data:`OUTPUT_KEYS` plus one column per metric (null where no data).
+
+    ``records`` is read several times: cache it when it is expensive to compute.
+    """
+    scalars = _scalars(records)
+    parts = [scalars, _lag_sums(scalars), _quantile_buckets(records), _counts_by(records)]
+    merged = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    columns = [name for name in merged.columns if name not in OUTPUT_KEYS]
+    rows = merged.groupBy(*OUTPUT_KEYS).agg(*(F.first(name, ignorenulls=True).alias(name) for name in columns))
+    seconds = F.when(F.col("resolution") == "1m", RESOLUTIONS["1m"] / 1000).otherwise(RESOLUTIONS["1h"] / 1000)
+    partition_level = F.col("level") == "partition"
+    metrics: list[Column | str] = [
+        "record_count",
+        "byte_count",
+        (F.col("record_count") / seconds).alias("record_rate"),
+        (F.col("byte_count") / seconds).alias("byte_rate"),
+        *(_distribution(prefix).alias(name) for prefix, _, _, name in _DISTRIBUTIONS),
+        F.when(partition_level, F.col("_lag.lag"))
+        .otherwise(F.col("replication_records_lag"))
+        .alias("replication_records_lag"),
+        F.when(partition_level, F.col("_lag.oldest_age_ms"))
+        .otherwise(F.col("oldest_unreplicated_age_ms"))
+        .alias("oldest_unreplicated_age_ms"),
+        "replication_failures",
+        "replication_retries",
+        "replication_failed_records",
+        "groups_checkpointed",
+        "groups_skipped",
+        F.col("_heartbeat.age_ms").alias("heartbeat_age_ms"),
+        F.col("_heartbeat.latency_ms").alias("heartbeat_latency_ms"),
+        "topics_created",
+        "partitions_created",
+        "topic_configs_changed",
+        "topic_acls_changed",
+        "topic_sync_failures",
+        *(name for name, *_ in _COUNTS_BY),
+    ]
+    return rows.select(*OUTPUT_KEYS, *metrics)

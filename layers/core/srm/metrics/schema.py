@@ -1,0 +1,246 @@
+"""The raw metric record: what every function emits, one JSON object per line (schema version ``v`` = 1).
+
+Every record carries ``v`` (schema version), ``kind``, ``ts`` (epoch ms when it was measured; it decides the
+aggregation window), ``source`` and ``target`` (the flow). Per kind:
+
+================  ====================================================================================================
+kind              fields
+================  ====================================================================================================
+``mirror``        one batch of one source partition written to its remote partition: ``topic`` (upstream),
+                  ``remote_topic``, ``partition``, ``records``, ``bytes`` (key + value + headers), ``latency``
+                  (sketch of ack time − record timestamp, MM2's ``replication-latency-ms``), ``age`` (sketch of
+                  the time the batch reached the handler − record timestamp, ``record-age-ms``)
+``mirror_failure`` a failed batch: ``topic``, ``partition`` (optional), ``error`` (exception class), ``retries``,
+                  ``records`` (in the failed batch)
+``lag``           a sample of one source partition: ``topic``, ``partition``, ``log_end`` (source log-end offset),
+                  ``committed`` (the event source's committed offset, absent when none), ``lag`` (``log_end`` −
+                  ``committed``, SRM's ``replication-records-lag``), ``oldest_age_ms`` (age of the oldest
+                  unreplicated record, when read)
+``checkpoint``    one checkpoint run: ``latency`` (sketch of checkpoint time − the group's commit, absent when none
+                  was written), ``groups_checkpointed``, ``groups_skipped`` (reason → count)
+``heartbeat``     ``age_ms`` (now − the newest replicated heartbeat's timestamp), ``latency_ms`` (its replication
+                  latency, when known)
+``topic_sync``    one topic-sync run: ``topics_created``, ``partitions_created``, ``configs_changed``,
+                  ``acls_changed``, ``failed`` (step → count)
+================  ====================================================================================================
+
+A sketch is :class:`srm.metrics.sketch.Sketch`'s JSON form (:class:`SketchData`). Unknown fields are ignored (so
+a reader keeps working when a field is added); a change of meaning or type is a new version. Types are strict
+(no "5" for 5, no 1.5 for an int), the same rules Spark's JSON reader applies in :mod:`srm.metrics.aggregate`,
+which builds its schema from :data:`FIELD_TYPES` and its checks from :data:`REQUIRED`.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from srm.metrics.sketch import Sketch
+
+__all__ = [
+    "FIELD_TYPES",
+    "KINDS",
+    "REQUIRED",
+    "SCHEMA_VERSION",
+    "CheckpointRun",
+    "HeartbeatSample",
+    "LagSample",
+    "MetricRecord",
+    "MetricRecordError",
+    "MirrorBatch",
+    "MirrorFailure",
+    "SketchData",
+    "TopicSyncRun",
+    "decode",
+    "encode",
+]
+
+SCHEMA_VERSION = 1
+
+_STRICT = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class MetricRecordError(ValueError):
+    """A raw metric line that cannot be read; ``origin`` and ``line`` say where it came from when known."""
+
+    def __init__(self, message: str, *, origin: str | None = None, line: int | None = None) -> None:
+        where = f"{origin}:{line}: " if origin is not None and line is not None else ""
+        super().__init__(f"{where}{message}")
+        self.origin = origin
+        self.line = line
+
+
+class SketchData(BaseModel):
+    """The JSON form of a :class:`Sketch`."""
+
+    model_config = _STRICT
+
+    n: int = Field(ge=1)
+    min: float
+    max: float
+    sum: float
+    z: int = Field(default=0, ge=0)
+    b: dict[str, int]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SketchData:
+        try:
+            indices = [int(index) for index in self.b]
+        except ValueError:
+            raise ValueError("bucket indices must be integers") from None
+        if any(index < 0 for index in indices) or any(count < 1 for count in self.b.values()):
+            raise ValueError("bucket indices must be >= 0 and counts >= 1")
+        if self.z + sum(self.b.values()) != self.n:
+            raise ValueError(f"n={self.n} but the buckets hold {self.z + sum(self.b.values())}")
+        if self.min > self.max:
+            raise ValueError("min > max")
+        return self
+
+    @classmethod
+    def of(cls, sketch: Sketch) -> SketchData:
+        return cls.model_validate(sketch.to_json())
+
+    def sketch(self) -> Sketch:
+        return Sketch.from_json(self.model_dump())
+
+
+class _Record(BaseModel):
+    model_config = _STRICT
+
+    v: int = SCHEMA_VERSION
+    ts: int = Field(ge=0)
+    source: str = Field(min_length=1)
+    target: str = Field(min_length=1)
+
+
+class MirrorBatch(_Record):
+    kind: Literal["mirror"] = "mirror"
+    topic: str
+    remote_topic: str
+    partition: int = Field(ge=0)
+    records: int = Field(ge=0)
+    bytes: int = Field(ge=0)
+    latency: SketchData | None = None
+    age: SketchData | None = None
+
+
+class MirrorFailure(_Record):
+    kind: Literal["mirror_failure"] = "mirror_failure"
+    topic: str
+    partition: int | None = Field(default=None, ge=0)
+    error: str
+    retries: int = Field(default=0, ge=0)
+    records: int = Field(default=0, ge=0)
+
+
+class LagSample(_Record):
+    kind: Literal["lag"] = "lag"
+    topic: str
+    partition: int = Field(ge=0)
+    log_end: int = Field(ge=0)
+    committed: int | None = Field(default=None, ge=0)
+    lag: int = Field(ge=0)
+    oldest_age_ms: int | None = Field(default=None, ge=0)
+
+
+class CheckpointRun(_Record):
+    kind: Literal["checkpoint"] = "checkpoint"
+    latency: SketchData | None = None
+    groups_checkpointed: int = Field(ge=0)
+    groups_skipped: dict[str, int] = Field(default_factory=dict)
+
+
+class HeartbeatSample(_Record):
+    kind: Literal["heartbeat"] = "heartbeat"
+    age_ms: float
+    latency_ms: float | None = None
+
+
+class TopicSyncRun(_Record):
+    kind: Literal["topic_sync"] = "topic_sync"
+    topics_created: int = Field(default=0, ge=0)
+    partitions_created: int = Field(default=0, ge=0)
+    configs_changed: int = Field(default=0, ge=0)
+    acls_changed: int = Field(default=0, ge=0)
+    failed: dict[str, int] = Field(default_factory=dict)
+
+
+_KIND_MODELS: tuple[type[_Record], ...] = (
+    MirrorBatch,
+    MirrorFailure,
+    LagSample,
+    CheckpointRun,
+    HeartbeatSample,
+    TopicSyncRun,
+)
+MetricRecord = Annotated[
+    Union[MirrorBatch, MirrorFailure, LagSample, CheckpointRun, HeartbeatSample, TopicSyncRun],  # noqa: UP007
+    Field(discriminator="kind"),
+]
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(MetricRecord)
+
+KINDS: tuple[str, ...] = tuple(model.model_fields["kind"].default for model in _KIND_MODELS)
+# Per kind, the fields a record must have (Spark checks the same; see srm.metrics.aggregate).
+REQUIRED: Mapping[str, tuple[str, ...]] = {
+    model.model_fields["kind"].default: tuple(
+        ["v", "kind", *(name for name, info in model.model_fields.items() if info.is_required())]
+    )
+    for model in _KIND_MODELS
+}
+
+
+def encode(record: _Record) -> str:
+    """One JSON line (without the newline); absent optional fields are left out."""
+    return record.model_dump_json(exclude_none=True)
+
+
+def decode(line: str | bytes, *, origin: str | None = None, line_no: int | None = None) -> MetricRecord:
+    """The record of one JSON line, or :class:`MetricRecordError` saying what is wrong with it."""
+    try:
+        data = json.loads(line)
+    except ValueError as e:
+        raise MetricRecordError(f"not a JSON object (truncated line?): {e}", origin=origin, line=line_no) from None
+    if not isinstance(data, dict):
+        raise MetricRecordError("not a JSON object", origin=origin, line=line_no)
+    version = data.get("v")
+    if version != SCHEMA_VERSION:
+        raise MetricRecordError(
+            f"unknown schema version {version!r} (this reader knows v={SCHEMA_VERSION})", origin=origin, line=line_no
+        )
+    try:
+        return _ADAPTER.validate_python(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "record"
+        raise MetricRecordError(f"{where}: {first['msg']}", origin=origin, line=line_no) from None
+
+
+def _type_tag(annotation: Any) -> str:
+    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    if typing.get_origin(annotation) in (Union, types.UnionType) and len(args) == 1:
+        return _type_tag(args[0])
+    if typing.get_origin(annotation) is Literal:
+        return _type_tag(type(args[0]))
+    if typing.get_origin(annotation) is dict:
+        return "counts"
+    tags = {int: "long", float: "double", str: "string", SketchData: "sketch"}
+    return tags[annotation]
+
+
+def _field_types() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for model in _KIND_MODELS:
+        for name, info in model.model_fields.items():
+            tag = _type_tag(info.annotation)
+            if found.setdefault(name, tag) != tag:
+                raise TypeError(f"field {name} has two types in the raw schema: {found[name]} and {tag}")
+    return found
+
+
+# Every field of every kind and its type: long, double, string, sketch (SketchData) or counts (name → count).
+FIELD_TYPES: Mapping[str, str] = _field_types()

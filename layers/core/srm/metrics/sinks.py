@@ -1,0 +1,262 @@
+"""Carrying raw metric records off the record path: a bounded buffer, a sender thread, and two sinks.
+
+:class:`MetricsEmitter` never blocks and never raises into the caller: ``emit`` puts the encoded line into a bounded
+queue (a full queue drops the record, counted in ``dropped``); a daemon thread takes up to ``batch_size`` lines at
+a time and hands them to the sink; a failed send is logged (error class only: no payloads, no secrets) and its
+lines are counted in ``failed``. ``flush`` waits, with a bound, until everything queued so far has been handed
+over; a Lambda handler calls it before returning, since the thread is frozen between invocations. ``close``
+flushes and stops the thread.
+
+Sinks: :class:`FileSink` appends to ``<root>/dt=YYYY-MM-DD/hour=HH/<producer>-<n>.jsonl`` (UTC hour of writing,
+one file per process and hour, ``n`` grows when a file passes ``max_bytes``), the local twin of
+:class:`FirehoseSink`, which puts lines to a Kinesis Data Firehose delivery stream whose S3 prefix is partitioned
+the same way by arrival time (``raw/dt=!{timestamp:yyyy-MM-dd}/hour=!{timestamp:HH}/``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from srm.metrics.schema import encode
+
+__all__ = ["FileSink", "FirehoseSink", "MetricsEmitter", "Sink", "SinkError", "raw_partition"]
+
+log = logging.getLogger(__name__)
+
+
+class SinkError(RuntimeError):
+    """A sink could not take some lines (``failed`` of them)."""
+
+    def __init__(self, message: str, *, failed: int) -> None:
+        super().__init__(message)
+        self.failed = failed
+
+
+class Sink(Protocol):
+    def send(self, lines: Sequence[str]) -> None:
+        """Deliver JSON lines (without newlines) or raise; a :class:`SinkError` may say only some failed."""
+
+
+def raw_partition(epoch_ms: int) -> str:
+    """The ``dt=YYYY-MM-DD/hour=HH`` folder of a moment (UTC)."""
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("dt=%Y-%m-%d/hour=%H")
+
+
+class FileSink:
+    """JSON lines appended to hourly files of this process (the local runtime's raw store)."""
+
+    def __init__(
+        self,
+        root: Path,
+        producer: str,
+        *,
+        max_bytes: int = 16 << 20,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self.root = root
+        self.producer = producer
+        self.max_bytes = max_bytes
+        self._clock_ms = clock_ms
+        self._folder: str | None = None
+        self._n = 0
+
+    def _path(self, folder: str) -> Path:
+        if folder != self._folder:
+            self._folder, self._n = folder, 0
+        path = self.root / folder / f"{self.producer}-{self._n}.jsonl"
+        while path.exists() and path.stat().st_size >= self.max_bytes:
+            self._n += 1
+            path = self.root / folder / f"{self.producer}-{self._n}.jsonl"
+        return path
+
+    def send(self, lines: Sequence[str]) -> None:
+        if not lines:
+            return
+        path = self._path(raw_partition(self._clock_ms()))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = "".join(f"{line}\n" for line in lines).encode()
+        # One write of whole lines on an O_APPEND descriptor: a reader sees complete lines, never a torn one.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
+class FirehoseSink:
+    """JSON lines put to a Kinesis Data Firehose delivery stream, packed into records of up to ``record_bytes``.
+
+    Firehose bills per record rounded up to 5 KB, so lines are packed (each ends with a newline, so the S3
+    objects are JSON lines whatever the packing). ``put_record_batch`` takes at most 500 records and 4 MiB; the
+    records it reports as failed are retried ``retries`` times, then counted.
+    """
+
+    MAX_RECORDS = 500
+    MAX_BATCH_BYTES = 4 << 20
+
+    def __init__(self, client: Any, stream: str, *, record_bytes: int = 1000 * 1024, retries: int = 2) -> None:
+        self._client = client
+        self.stream = stream
+        self.record_bytes = record_bytes
+        self.retries = retries
+
+    def _records(self, lines: Sequence[str]) -> list[bytes]:
+        records: list[bytes] = []
+        current = bytearray()
+        for line in lines:
+            data = f"{line}\n".encode()
+            if current and len(current) + len(data) > self.record_bytes:
+                records.append(bytes(current))
+                current = bytearray()
+            current += data
+        if current:
+            records.append(bytes(current))
+        return records
+
+    def _batches(self, records: list[bytes]) -> list[list[bytes]]:
+        batches: list[list[bytes]] = []
+        size = 0
+        for record in records:
+            if not batches or len(batches[-1]) == self.MAX_RECORDS or size + len(record) > self.MAX_BATCH_BYTES:
+                batches.append([])
+                size = 0
+            batches[-1].append(record)
+            size += len(record)
+        return batches
+
+    def send(self, lines: Sequence[str]) -> None:
+        failed_lines = 0
+        for batch in self._batches(self._records(lines)):
+            pending = batch
+            for _ in range(self.retries + 1):
+                response = self._client.put_record_batch(
+                    DeliveryStreamName=self.stream, Records=[{"Data": data} for data in pending]
+                )
+                if not response.get("FailedPutCount"):
+                    pending = []
+                    break
+                pending = [
+                    data
+                    for data, result in zip(pending, response["RequestResponses"], strict=True)
+                    if result.get("ErrorCode")
+                ]
+            failed_lines += sum(data.count(b"\n") for data in pending)
+        if failed_lines:
+            raise SinkError(f"Firehose {self.stream} refused {failed_lines} metric lines", failed=failed_lines)
+
+
+@dataclass
+class EmitterCounts:
+    sent: int = 0
+    failed: int = 0
+    dropped: int = 0
+
+
+class MetricsEmitter:
+    """Buffers raw metric records and sends them from a background thread (see the module docstring)."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        capacity: int = 10_000,
+        batch_size: int = 500,
+        poll_s: float = 0.5,
+        linger_s: float = 0.2,
+    ) -> None:
+        self.sink = sink
+        self.batch_size = batch_size
+        self.poll_s = poll_s  # how long the idle thread waits before it looks at close()
+        self.linger_s = linger_s
+        self._hurry = threading.Event()  # set while someone flushes: send what is there without lingering
+        self.counts = EmitterCounts()
+        self._queue: queue.Queue[str] = queue.Queue(maxsize=capacity)
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._unsent = 0  # queued or being sent
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="srm-metrics", daemon=True)
+        self._thread.start()
+
+    def emit(self, record: Any) -> None:
+        """Queue one record (a :mod:`srm.metrics.schema` model); never blocks, never raises."""
+        try:
+            line = encode(record)
+            with self._lock:
+                self._queue.put_nowait(line)
+                self._unsent += 1
+        except queue.Full:
+            with self._lock:
+                self.counts.dropped += 1
+                dropped = self.counts.dropped
+            if dropped & (dropped - 1) == 0:  # 1, 2, 4, 8 …: the first and then ever fewer log lines
+                log.warning("metrics buffer full: %d records dropped so far", dropped)
+        except Exception as e:  # a metric must never fail the batch it describes
+            log.warning("metric record not encoded: %s", type(e).__name__)
+
+    def _take(self) -> list[str]:
+        """Up to ``batch_size`` lines: what arrives within ``linger_s`` of the first (less when flushing)."""
+        try:
+            lines = [self._queue.get(timeout=self.poll_s)]
+        except queue.Empty:
+            return []
+        deadline = time.monotonic() + self.linger_s
+        while len(lines) < self.batch_size:
+            left = 0.0 if self._hurry.is_set() else deadline - time.monotonic()
+            try:
+                lines.append(self._queue.get(timeout=min(left, 0.05)) if left > 0 else self._queue.get_nowait())
+            except queue.Empty:
+                if left <= 0:
+                    break
+        return lines
+
+    def _run(self) -> None:
+        while not (self._closed.is_set() and self._queue.empty()):
+            lines = self._take()
+            if not lines:
+                continue
+            sent, failed = len(lines), 0
+            try:
+                self.sink.send(lines)
+            except SinkError as e:
+                failed = e.failed
+                log.warning("metrics not sent: %s", e)
+            except Exception as e:
+                failed = len(lines)
+                log.warning("metrics not sent: %d lines, %s", failed, type(e).__name__)
+            with self._lock:
+                self.counts.sent += sent - failed
+                self.counts.failed += failed
+                self._unsent -= len(lines)
+                self._idle.notify_all()
+
+    def flush(self, timeout_s: float = 2.0) -> bool:
+        """Wait until every record emitted so far was handed to the sink; False when ``timeout_s`` passed first."""
+        deadline = time.monotonic() + timeout_s
+        self._hurry.set()
+        try:
+            with self._lock:
+                while self._unsent:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._thread.is_alive():
+                        return False
+                    self._idle.wait(left)
+            return True
+        finally:
+            self._hurry.clear()
+
+    def close(self, timeout_s: float = 5.0) -> bool:
+        """Flush and stop the sender thread."""
+        flushed = self.flush(timeout_s)
+        self._closed.set()
+        self._thread.join(timeout_s)
+        return flushed

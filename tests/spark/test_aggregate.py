@@ -1,0 +1,187 @@
+"""The aggregation on generated raw records with known answers, and bad raw lines counted, never fatal."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pytest
+from pyspark.sql import SparkSession
+
+from srm.metrics.aggregate import aggregate, parse_lines
+from srm.metrics.schema import (
+    CheckpointRun,
+    HeartbeatSample,
+    LagSample,
+    MirrorFailure,
+    SketchData,
+    TopicSyncRun,
+    encode,
+)
+from srm.metrics.sketch import ALPHA, Sketch
+from srm.metrics.table import RESOLUTIONS
+from tests.spark.rawdata import HOUR, MINUTE, T0, Batch, batches
+
+FLOW = {"source": "a", "target": "b"}
+MIRRORED = batches(seed=7, count=150, start=T0, span_ms=3 * MINUTE)
+OTHERS = [
+    LagSample(ts=T0 + 10_000, **FLOW, topic="orders", partition=0, log_end=50, committed=45, lag=5),
+    LagSample(ts=T0 + 50_000, **FLOW, topic="orders", partition=0, log_end=50, committed=47, lag=3),
+    LagSample(ts=T0 + 20_000, **FLOW, topic="orders", partition=1, log_end=70, lag=7, oldest_age_ms=900),
+    LagSample(ts=T0 + 70_000, **FLOW, topic="orders", partition=0, log_end=60, committed=60, lag=0),
+    CheckpointRun(
+        ts=T0 + 1_000,
+        **FLOW,
+        latency=SketchData.of(Sketch.of([100, 200])),
+        groups_checkpointed=2,
+        groups_skipped={"active": 1},
+    ),
+    CheckpointRun(
+        ts=T0 + 31_000,
+        **FLOW,
+        latency=SketchData.of(Sketch.of([300])),
+        groups_checkpointed=1,
+        groups_skipped={"active": 1, "not-allowed": 2},
+    ),
+    HeartbeatSample(ts=T0 + 1_000, **FLOW, age_ms=500.0),
+    HeartbeatSample(ts=T0 + 30_000, **FLOW, age_ms=20.0, latency_ms=5.0),
+    TopicSyncRun(ts=T0 + 2_000, **FLOW, topics_created=2, partitions_created=6, failed={"acls": 1}),
+    MirrorFailure(ts=T0 + 3_000, **FLOW, topic="orders", error="KafkaException", retries=4, records=12),
+]
+
+
+def lines_frame(spark: SparkSession, lines: list[str], file: str = "raw.jsonl") -> Any:
+    rows = [(file, i + 1, line, False) for i, line in enumerate(lines)]
+    return spark.createDataFrame(rows, "file string, line long, text string, last boolean")
+
+
+@pytest.fixture(scope="module")
+def result(spark: SparkSession) -> dict[tuple[Any, ...], dict[str, Any]]:
+    lines = [encode(b.record()) for b in MIRRORED] + [encode(r) for r in OTHERS]
+    records, bad = parse_lines(lines_frame(spark, lines))
+    assert bad.count() == 0
+    rows = aggregate(records.cache()).collect()
+    out = {}
+    for row in rows:
+        d = row.asDict(recursive=True)
+        out[(d["resolution"], d["level"], d["topic"], d["partition"], d["window_start"])] = d
+    return out
+
+
+def expected_groups() -> dict[tuple[Any, ...], list[Batch]]:
+    groups: dict[tuple[Any, ...], list[Batch]] = defaultdict(list)
+    for b in MIRRORED:
+        for resolution, width in RESOLUTIONS.items():
+            start = b.ts - b.ts % width
+            groups[(resolution, "partition", b.topic, b.partition, start)].append(b)
+            groups[(resolution, "topic", b.topic, None, start)].append(b)
+            groups[(resolution, "flow", None, None, start)].append(b)
+    return groups
+
+
+def check_distribution(got: dict[str, Any], samples: list[float]) -> None:
+    assert got["count"] == len(samples)
+    assert (got["min"], got["max"]) == (min(samples), max(samples))
+    assert got["avg"] == pytest.approx(sum(samples) / len(samples))
+    merged = Sketch.of(samples)
+    for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+        exact = float(np.quantile(np.array(samples), q, method="lower"))
+        assert got[label] == pytest.approx(merged.quantile(q), rel=1e-12)  # Spark merges as the sketch does
+        if exact >= 1:
+            assert abs(got[label] - exact) <= ALPHA * exact * (1 + 1e-9), (label, got[label], exact)
+        else:  # the zero bucket: values below 1 ms are reported as 0
+            assert got[label] == min(max(0.0, got["min"]), got["max"])
+
+
+def test_counts_rates_and_distributions_per_window_and_level(result: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+    groups = expected_groups()
+    assert len(groups) > 20
+    for key, members in groups.items():
+        row = result[key]
+        seconds = RESOLUTIONS[key[0]] / 1000
+        records = sum(len(b.latencies) for b in members)
+        assert row["record_count"] == records, key
+        assert row["byte_count"] == sum(b.bytes for b in members)
+        assert row["record_rate"] == pytest.approx(records / seconds)
+        check_distribution(row["replication_latency_ms"], [x for b in members for x in b.latencies])
+        check_distribution(row["record_age_ms"], [x for b in members for x in b.ages])
+
+
+def test_no_rows_beyond_the_windows_that_had_data(result: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+    others = {("1m", "flow", None, None, T0 + m * MINUTE) for m in (0, 1)} | {
+        (r, lvl, "orders", p, w)
+        for r, w in (("1m", T0), ("1m", T0 + MINUTE), ("1h", T0))
+        for lvl, p in (("topic", None), ("partition", 0), ("partition", 1))
+    }
+    assert set(result) - set(expected_groups()) <= others
+
+
+def test_lag_is_the_last_sample_per_partition_summed_over_the_topic(
+    result: dict[tuple[Any, ...], dict[str, Any]],
+) -> None:
+    def lag(resolution: str, level: str, partition: int | None, window: int) -> tuple[Any, Any]:
+        row = result[(resolution, level, None if level == "flow" else "orders", partition, window)]
+        return row["replication_records_lag"], row["oldest_unreplicated_age_ms"]
+
+    assert lag("1m", "partition", 0, T0) == (3, None)
+    assert lag("1m", "partition", 1, T0) == (7, 900)
+    assert lag("1m", "topic", None, T0) == (10, 900)
+    assert lag("1m", "flow", None, T0) == (10, 900)
+    assert lag("1m", "topic", None, T0 + MINUTE) == (0, None)  # only partition 0 was sampled in that minute
+    assert lag("1h", "partition", 0, T0) == (0, None)
+    assert lag("1h", "topic", None, T0) == (7, 900)
+
+
+def test_checkpoints_heartbeats_topic_sync_and_failures(result: dict[tuple[Any, ...], dict[str, Any]]) -> None:
+    flow = result[("1h", "flow", None, None, T0)]
+    assert flow["checkpoint_latency_ms"]["count"] == 3
+    assert (flow["checkpoint_latency_ms"]["min"], flow["checkpoint_latency_ms"]["max"]) == (100.0, 300.0)
+    assert (flow["groups_checkpointed"], flow["groups_skipped"]) == (3, 4)
+    assert flow["groups_skipped_by_reason"] == {"active": 2, "not-allowed": 2}
+    assert (flow["heartbeat_age_ms"], flow["heartbeat_latency_ms"]) == (20.0, 5.0)
+    assert (flow["topics_created"], flow["partitions_created"], flow["topic_sync_failures"]) == (2, 6, 1)
+    assert flow["topic_sync_failed_steps"] == {"acls": 1}
+    assert (flow["replication_failures"], flow["replication_retries"], flow["replication_failed_records"]) == (1, 4, 12)
+    assert flow["replication_failures_by_error"] == {"KafkaException": 1}
+    assert result[("1m", "topic", "orders", None, T0)]["replication_failures"] == 1
+    partition_rows = [v for k, v in result.items() if k[1] == "partition"]
+    assert all(row["replication_failures"] is None for row in partition_rows)  # the failure had no partition
+    assert all(row["checkpoint_latency_ms"] is None for row in partition_rows)
+
+
+def test_bad_lines_are_counted_with_file_line_and_reason(spark: SparkSession) -> None:
+    good = encode(MIRRORED[0].record())
+    lines = [
+        good,
+        good[:50],
+        good.replace('"v":1', '"v":9'),
+        re.sub(r'"records":(\d+)', r'"records":"\1"', good, count=1),
+        good.replace('"partition":', '"partition_":'),
+        good.replace('"n":', '"n":1000', 1),
+        '{"v":1,"kind":"what","ts":1,"source":"a","target":"b"}',
+        "",
+        encode(OTHERS[0]),
+    ]
+    records, bad = parse_lines(lines_frame(spark, lines, "dt=x/p-0.jsonl"))
+    assert records.count() == 2
+    reasons = {row["line"]: row["reason"] for row in bad.collect()}
+    assert set(reasons) == {2, 3, 4, 5, 6, 7, 8}
+    assert "truncated" in reasons[2]
+    assert reasons[3] == "unknown schema version 9 (this reader knows v=1)"
+    assert "wrong type" in reasons[4]
+    assert reasons[5] == "mirror record without partition"
+    assert reasons[6] == "latency: inconsistent sketch"
+    assert reasons[7] == "unknown kind what"
+    assert reasons[8] == "empty line"
+    assert {row["file"] for row in bad.collect()} == {"dt=x/p-0.jsonl"}
+
+
+def test_window_boundaries_follow_record_time(spark: SparkSession) -> None:
+    edge = [Batch(T0 + HOUR - 1, "orders", 0, [5.0], [5.0], 10), Batch(T0 + HOUR, "orders", 0, [7.0], [7.0], 10)]
+    records, _ = parse_lines(lines_frame(spark, [encode(b.record()) for b in edge]))
+    rows = {(r["resolution"], r["level"], r["window_start"]): r["record_count"] for r in aggregate(records).collect()}
+    assert rows[("1h", "flow", T0)] == 1
+    assert rows[("1h", "flow", T0 + HOUR)] == 1
+    assert rows[("1m", "flow", T0 + HOUR - MINUTE)] == 1

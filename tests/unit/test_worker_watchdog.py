@@ -1,0 +1,97 @@
+"""The local worker's watchdog for scheduled functions, on a moto store: a function whose runs keep failing for
+longer than the bound is a stall — logged, recorded in the flow status and shown by ``srm-control status`` — until
+a run succeeds; one failure is not."""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+import srm.cli.control as cli
+from srm.app import App, Environment
+from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.state import StateStore, create_state_table
+from srm.config.parsing import Properties
+from srm.config.settings import SrmConfig
+from srm.control.edits import Control
+from srm.local.worker import Scheduled, Watchdog, _invoke
+from tests.unit.test_control_status import PROPS, FakeProbe
+
+BOUND_S = 0.2
+
+
+class Flaky:
+    def __init__(self) -> None:
+        self.failing = True
+
+    def __call__(self, _event: object, _context: object) -> None:
+        if self.failing:
+            raise RuntimeError("cluster b does not answer")
+
+
+@pytest.fixture
+def control() -> Iterator[Control]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_config_table(client, "srm-config")
+        create_state_table(client, "srm-state")
+        control = Control(ConfigStore(client, "srm-config", cache_seconds=0))
+        control.import_config(SrmConfig.from_properties(Properties.of(PROPS)))
+        yield control
+
+
+@pytest.fixture
+def app(control: Control) -> App:
+    return App(Environment("a", "b"), dynamodb=boto3.client("dynamodb", region_name="us-east-1"))
+
+
+def test_function_failing_longer_than_the_bound_is_a_stall_until_it_succeeds(
+    app: App,
+    control: Control,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    handler = Flaky()
+    job = Scheduled("checkpoint", handler, lambda _c: 1.0)
+    watchdog = Watchdog(app, BOUND_S)
+    state = StateStore(app.dynamodb, "srm-state")
+
+    # GIVEN one failed run: not a stall, even once the bound has passed
+    _invoke(job, "a", "b")
+    time.sleep(BOUND_S * 1.5)
+    assert watchdog.check({}, [job]) == {}
+
+    # WHEN it fails again
+    with caplog.at_level(logging.WARNING, logger="srm.local.worker"):
+        _invoke(job, "a", "b")
+        stalls = watchdog.check({}, [job])
+
+    # THEN it is stalled since its first failed run: logged, and in the flow status and srm-control status
+    stall = stalls["function checkpoint"]
+    assert stall.reason == "every run fails: cluster b does not answer"
+    assert job.failing_since_ms == stall.since_ms
+    assert "a->b: function checkpoint stalled since" in caplog.text
+    [ab] = control.status(FakeProbe(), state, [("a", "b")])
+    assert [(s.what, s.since_ms, s.reason) for s in ab.stalled] == [
+        ("function checkpoint", stall.since_ms, stall.reason)
+    ]
+    monkeypatch.setattr(cli, "KafkaStatusProbe", lambda *a, **k: FakeProbe())
+    out = io.StringIO()
+    assert cli.main(["status", "--source", "a", "--target", "b"], out=out, err=io.StringIO()) == 0
+    assert "a->b: function checkpoint stalled since 20" in out.getvalue()
+    assert "every run fails: cluster b does not answer" in out.getvalue()
+
+    # WHEN a run succeeds, the stall is over: logged, and gone from the status
+    handler.failing = False
+    with caplog.at_level(logging.WARNING, logger="srm.local.worker"):
+        _invoke(job, "a", "b")
+        assert watchdog.check({}, [job]) == {}
+    assert "a->b: function checkpoint recovered after" in caplog.text
+    [ab] = control.status(FakeProbe(), state, [("a", "b")])
+    assert ab.stalled == () and ab.to_dict()["stalled"] == []
