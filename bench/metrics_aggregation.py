@@ -79,8 +79,8 @@ def main() -> None:
     from moto import mock_aws
     from pyspark.sql import SparkSession
 
+    from srm.aws.metrics_table import MetricsTable, create_metrics_table
     from srm.metrics.runner import LocalRawStore, run_once
-    from srm.metrics.table import MetricsTable, create_metrics_table
 
     with tempfile.TemporaryDirectory() as tmp, mock_aws():
         root = Path(tmp) / "raw"

@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     from awsglue.utils import getResolvedOptions  # type: ignore[import-not-found]
     from pyspark.context import SparkContext
 
+    from srm.aws.metrics_table import MetricsTable
     from srm.metrics.runner import S3RawStore, run_once
-    from srm.metrics.table import MetricsTable
 
     args = getResolvedOptions(sys.argv if argv is None else argv, ARGUMENTS)
     glue = GlueContext(SparkContext.getOrCreate())

@@ -20,8 +20,8 @@ from srm.metrics.schema import (
     TopicSyncRun,
     encode,
 )
+from srm.metrics.series import RESOLUTIONS
 from srm.metrics.sketch import ALPHA, Sketch
-from srm.metrics.table import RESOLUTIONS
 from tests.spark.rawdata import HOUR, MINUTE, T0, Batch, batches
 
 FLOW = {"source": "a", "target": "b"}
@@ -185,3 +185,14 @@ def test_window_boundaries_follow_record_time(spark: SparkSession) -> None:
     assert rows[("1h", "flow", T0)] == 1
     assert rows[("1h", "flow", T0 + HOUR)] == 1
     assert rows[("1m", "flow", T0 + HOUR - MINUTE)] == 1
+
+
+def test_a_record_delivered_twice_counts_once(spark: SparkSession) -> None:
+    first, second = (b.record().model_copy(update={"id": f"p:{i}"}) for i, b in enumerate(MIRRORED[:2]))
+    no_id = MIRRORED[2].record()  # written before records had ids: never merged with another
+    lines = [encode(first), encode(second), encode(first), encode(no_id), encode(no_id)]
+    records, _ = parse_lines(lines_frame(spark, lines))
+    rows = [r for r in aggregate(records).collect() if (r["resolution"], r["level"]) == ("1h", "flow")]
+    assert [(r["window_start"], r["record_count"]) for r in rows] == [
+        (T0, first.records + second.records + 2 * no_id.records)
+    ]

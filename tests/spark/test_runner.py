@@ -12,9 +12,9 @@ import pytest
 from moto import mock_aws
 from pyspark.sql import SparkSession
 
+from srm.aws.metrics_table import MetricsTable, create_metrics_table
 from srm.metrics.runner import LocalRawStore, run_once
 from srm.metrics.schema import LagSample, encode
-from srm.metrics.table import MetricsTable, create_metrics_table
 from tests.spark.rawdata import HOUR, MINUTE, T0, batches, encoded, write
 
 

@@ -10,8 +10,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from srm.aws.firehose import FirehoseSink
 from srm.metrics.schema import HeartbeatSample, decode, encode
-from srm.metrics.sinks import FileSink, FirehoseSink, MetricsEmitter, raw_partition
+from srm.metrics.sinks import FileSink, MetricsEmitter, raw_partition
 
 HOUR_MS = 3_600_000
 T0 = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC
@@ -57,13 +58,13 @@ class FlakySink:
 
 def test_emitter_counts_and_logs_a_failed_send_and_keeps_going(caplog: pytest.LogCaptureFixture) -> None:
     sink = FlakySink(fail_first=1)
-    emitter = MetricsEmitter(sink, linger_s=0)
+    emitter = MetricsEmitter(sink, producer="t", linger_s=0)
     emitter.emit(sample(0))
     assert emitter.flush()
     emitter.emit(sample(1))
     assert emitter.close()
     assert (emitter.counts.sent, emitter.counts.failed, emitter.counts.dropped) == (1, 1, 0)
-    assert [decode(line) for line in sink.lines] == [sample(1)]
+    assert [decode(line) for line in sink.lines] == [sample(1).model_copy(update={"id": "t:1"})]  # ids: one a record
     assert "metrics not sent: 1 lines, ConnectionError" in caplog.text
 
 
@@ -79,7 +80,7 @@ class BlockedSink:
 
 def test_emitter_never_blocks_when_full_and_counts_what_it_dropped() -> None:
     sink = BlockedSink()
-    emitter = MetricsEmitter(sink, capacity=5, batch_size=1, linger_s=0)
+    emitter = MetricsEmitter(sink, producer="t", capacity=5, batch_size=1, linger_s=0)
     for i in range(20):
         emitter.emit(sample(i))  # the sender is stuck on the first: the buffer holds 5 more, the rest are dropped
     sink.release.set()
@@ -110,7 +111,7 @@ def firehose() -> Iterator[tuple[object, object]]:
 def test_firehose_sink_delivers_json_lines_to_s3(firehose: tuple[object, object]) -> None:
     client, s3 = firehose
     sink = FirehoseSink(client, "srm-metrics", record_bytes=300)  # small records: lines are packed into several
-    emitter = MetricsEmitter(sink, batch_size=1000, linger_s=0)
+    emitter = MetricsEmitter(sink, producer="t", batch_size=1000, linger_s=0)
     for i in range(50):
         emitter.emit(sample(i))
     assert emitter.close()
@@ -121,7 +122,9 @@ def test_firehose_sink_delivers_json_lines_to_s3(firehose: tuple[object, object]
         for key in keys
         for line in s3.get_object(Bucket="metrics", Key=key)["Body"].read().decode().splitlines()  # type: ignore[attr-defined]
     ]
-    assert sorted((decode(line) for line in lines), key=lambda r: r.ts) == [sample(i) for i in range(50)]
+    received = sorted((decode(line) for line in lines), key=lambda r: r.ts)
+    assert [r.model_copy(update={"id": None}) for r in received] == [sample(i) for i in range(50)]
+    assert len({r.id for r in received}) == 50  # unique ids: a second delivery of one is recognised
 
 
 def test_firehose_sink_counts_lines_of_refused_records() -> None:
@@ -132,7 +135,7 @@ def test_firehose_sink_counts_lines_of_refused_records() -> None:
                 "RequestResponses": [{"ErrorCode": "ServiceUnavailable"}] * len(Records),
             }
 
-    emitter = MetricsEmitter(FirehoseSink(Refusing(), "s", retries=1), linger_s=0)
+    emitter = MetricsEmitter(FirehoseSink(Refusing(), "s", retries=1), producer="t", linger_s=0)
     for i in range(3):
         emitter.emit(sample(i))
     assert emitter.close()

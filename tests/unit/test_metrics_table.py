@@ -8,7 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.metrics.table import MetricPoint, MetricsTable, Series, create_metrics_table
+from srm.aws.metrics_table import MetricsTable, create_metrics_table
+from srm.metrics.series import MetricPoint, Series
 
 
 @pytest.fixture

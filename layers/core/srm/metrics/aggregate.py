@@ -31,10 +31,20 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from srm.metrics.schema import FIELD_TYPES, KINDS, REQUIRED, SCHEMA_VERSION
+from srm.metrics.series import LEVELS, RESOLUTIONS
 from srm.metrics.sketch import GAMMA, ZERO_INDEX
-from srm.metrics.table import LEVELS, RESOLUTIONS
 
-__all__ = ["OUTPUT_KEYS", "aggregate", "bad_of", "check_lines", "parse_lines", "raw_schema", "read_lines", "records_of"]
+__all__ = [
+    "OUTPUT_KEYS",
+    "aggregate",
+    "bad_of",
+    "check_lines",
+    "distinct_records",
+    "parse_lines",
+    "raw_schema",
+    "read_lines",
+    "records_of",
+]
 
 _CORRUPT = "_corrupt"
 _SKETCH = T.StructType(
@@ -365,11 +375,20 @@ def _distribution(prefix: str) -> Column:
     return F.when(n > 0, stats)
 
 
+def distinct_records(records: DataFrame) -> DataFrame:
+    """One record per ``id``; records without an id (written before ids existed) are all kept."""
+    # One pass (a window), not a union of two: aggregate reads its input in several branches, each repeats this.
+    ranked = records.withColumn("_copy", F.row_number().over(Window.partitionBy("id").orderBy("file", "ts")))
+    return ranked.where(F.col("id").isNull() | (F.col("_copy") == 1)).drop("_copy")
+
+
 def aggregate(records: DataFrame) -> DataFrame:
     """Aggregates of parsed records: :data:`OUTPUT_KEYS` plus one column per metric (null where no data).
 
-    ``records`` is read several times: cache it when it is expensive to compute.
+    ``records`` is read several times: cache it when it is expensive to compute. A record delivered twice (same
+    ``id``: Firehose delivers at least once) counts once.
     """
+    records = distinct_records(records)
     scalars = _scalars(records)
     parts = [scalars, _lag_sums(scalars), _quantile_buckets(records), _counts_by(records)]
     merged = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)

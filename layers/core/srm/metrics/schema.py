@@ -1,6 +1,7 @@
 """The raw metric record: what every function emits, one JSON object per line (schema version ``v`` = 1).
 
-Every record carries ``v`` (schema version), ``kind``, ``ts`` (epoch ms when it was measured; it decides the
+Every record carries ``v`` (schema version), ``id`` (unique: ``<producer>:<sequence>``; Firehose may deliver a record
+twice and the aggregation keeps one per id), ``kind``, ``ts`` (epoch ms when it was measured; it decides the
 aggregation window), ``source`` and ``target`` (the flow). Per kind:
 
 ================  ====================================================================================================
@@ -113,6 +114,8 @@ class _Record(BaseModel):
     model_config = _STRICT
 
     v: int = SCHEMA_VERSION
+    # Unique per record (``<producer>:<sequence>``, set by the emitter): a record delivered twice is counted once.
+    id: str | None = None
     ts: int = Field(ge=0)
     source: str = Field(min_length=1)
     target: str = Field(min_length=1)

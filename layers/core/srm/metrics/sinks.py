@@ -3,18 +3,21 @@
 :class:`MetricsEmitter` never blocks and never raises into the caller: ``emit`` puts the encoded line into a bounded
 queue (a full queue drops the record, counted in ``dropped``); a daemon thread takes up to ``batch_size`` lines at
 a time and hands them to the sink; a failed send is logged (error class only: no payloads, no secrets) and its
-lines are counted in ``failed``. ``flush`` waits, with a bound, until everything queued so far has been handed
-over; a Lambda handler calls it before returning, since the thread is frozen between invocations. ``close``
+lines are counted in ``failed``. Each record gets a unique ``id`` (``<producer>:<sequence>``): Firehose may deliver
+a record twice, and the aggregation keeps one record per id. ``flush`` waits, with a bound, until everything queued
+so far has been handed over; a Lambda handler calls it before returning, since the thread is frozen between
+invocations. ``close``
 flushes and stops the thread.
 
 Sinks: :class:`FileSink` appends to ``<root>/dt=YYYY-MM-DD/hour=HH/<producer>-<n>.jsonl`` (UTC hour of writing,
 one file per process and hour, ``n`` grows when a file passes ``max_bytes``), the local twin of
-:class:`FirehoseSink`, which puts lines to a Kinesis Data Firehose delivery stream whose S3 prefix is partitioned
-the same way by arrival time (``raw/dt=!{timestamp:yyyy-MM-dd}/hour=!{timestamp:HH}/``).
+:class:`srm.aws.firehose.FirehoseSink`, which puts lines to a Kinesis Data Firehose delivery stream whose S3
+prefix is partitioned the same way by arrival time (``raw/dt=!{timestamp:yyyy-MM-dd}/hour=!{timestamp:HH}/``).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import queue
@@ -28,7 +31,7 @@ from typing import Any, Protocol
 
 from srm.metrics.schema import encode
 
-__all__ = ["FileSink", "FirehoseSink", "MetricsEmitter", "Sink", "SinkError", "raw_partition"]
+__all__ = ["Emitter", "FileSink", "MetricsEmitter", "NullEmitter", "Sink", "SinkError", "raw_partition"]
 
 log = logging.getLogger(__name__)
 
@@ -92,66 +95,22 @@ class FileSink:
             os.close(fd)
 
 
-class FirehoseSink:
-    """JSON lines put to a Kinesis Data Firehose delivery stream, packed into records of up to ``record_bytes``.
+class Emitter(Protocol):
+    """What the use cases emit raw metric records to (:class:`MetricsEmitter`, or :class:`NullEmitter`)."""
 
-    Firehose bills per record rounded up to 5 KB, so lines are packed (each ends with a newline, so the S3
-    objects are JSON lines whatever the packing). ``put_record_batch`` takes at most 500 records and 4 MiB; the
-    records it reports as failed are retried ``retries`` times, then counted.
-    """
+    def emit(self, record: Any) -> None: ...
 
-    MAX_RECORDS = 500
-    MAX_BATCH_BYTES = 4 << 20
+    def flush(self, timeout_s: float = 2.0) -> bool: ...
 
-    def __init__(self, client: Any, stream: str, *, record_bytes: int = 1000 * 1024, retries: int = 2) -> None:
-        self._client = client
-        self.stream = stream
-        self.record_bytes = record_bytes
-        self.retries = retries
 
-    def _records(self, lines: Sequence[str]) -> list[bytes]:
-        records: list[bytes] = []
-        current = bytearray()
-        for line in lines:
-            data = f"{line}\n".encode()
-            if current and len(current) + len(data) > self.record_bytes:
-                records.append(bytes(current))
-                current = bytearray()
-            current += data
-        if current:
-            records.append(bytes(current))
-        return records
+class NullEmitter:
+    """Monitoring off (``srm run --no-metrics``, or no raw metrics destination configured)."""
 
-    def _batches(self, records: list[bytes]) -> list[list[bytes]]:
-        batches: list[list[bytes]] = []
-        size = 0
-        for record in records:
-            if not batches or len(batches[-1]) == self.MAX_RECORDS or size + len(record) > self.MAX_BATCH_BYTES:
-                batches.append([])
-                size = 0
-            batches[-1].append(record)
-            size += len(record)
-        return batches
+    def emit(self, record: Any) -> None:
+        pass
 
-    def send(self, lines: Sequence[str]) -> None:
-        failed_lines = 0
-        for batch in self._batches(self._records(lines)):
-            pending = batch
-            for _ in range(self.retries + 1):
-                response = self._client.put_record_batch(
-                    DeliveryStreamName=self.stream, Records=[{"Data": data} for data in pending]
-                )
-                if not response.get("FailedPutCount"):
-                    pending = []
-                    break
-                pending = [
-                    data
-                    for data, result in zip(pending, response["RequestResponses"], strict=True)
-                    if result.get("ErrorCode")
-                ]
-            failed_lines += sum(data.count(b"\n") for data in pending)
-        if failed_lines:
-            raise SinkError(f"Firehose {self.stream} refused {failed_lines} metric lines", failed=failed_lines)
+    def flush(self, timeout_s: float = 2.0) -> bool:
+        return True
 
 
 @dataclass
@@ -168,12 +127,15 @@ class MetricsEmitter:
         self,
         sink: Sink,
         *,
+        producer: str,
         capacity: int = 10_000,
         batch_size: int = 500,
         poll_s: float = 0.5,
         linger_s: float = 0.2,
     ) -> None:
         self.sink = sink
+        self.producer = producer  # unique per process: the ids' prefix
+        self._sequence = itertools.count()
         self.batch_size = batch_size
         self.poll_s = poll_s  # how long the idle thread waits before it looks at close()
         self.linger_s = linger_s
@@ -190,7 +152,7 @@ class MetricsEmitter:
     def emit(self, record: Any) -> None:
         """Queue one record (a :mod:`srm.metrics.schema` model); never blocks, never raises."""
         try:
-            line = encode(record)
+            line = encode(record.model_copy(update={"id": f"{self.producer}:{next(self._sequence)}"}))
             with self._lock:
                 self._queue.put_nowait(line)
                 self._unsent += 1

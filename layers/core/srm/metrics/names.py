@@ -1,0 +1,69 @@
+"""Every metric name srm publishes, in one place: CloudWatch (EMF) names with their units, and the metrics table's
+attribute names (what the metrics API serves). A name used anywhere else (alarms, dashboards, the API) must be one of
+these; ``tests/unit/test_metric_names.py`` checks it.
+
+CloudWatch names follow MSK Replicator's where the meaning is the same (``ReplicationLatency``, ``MessageLag``,
+``ReplicatorThroughput``, ``ReplicatorFailure``); the others are srm's own. Dimensions are ``Flow`` (``a->b``) and
+``Flow`` + ``Topic`` only: never a partition or a group, which would multiply the series without bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["DIMENSIONS", "EMF_METRICS", "NAMESPACE", "TABLE_ATTRIBUTES", "TABLE_DISTRIBUTIONS"]
+
+NAMESPACE = "ServerlessSRM"
+DIMENSIONS = ("Flow", "Topic")
+
+# name → CloudWatch unit (EMF's unit names)
+EMF_METRICS: Mapping[str, str] = {
+    # mirror, per Flow+Topic and per Flow
+    "ReplicatedRecords": "Count",
+    "ReplicatorThroughput": "Bytes",  # bytes replicated (MSK Replicator: its rate; CloudWatch's Sum/period gives it)
+    "ReplicationLatency": "Milliseconds",  # ack time − record timestamp, the batch's largest
+    "RecordAge": "Milliseconds",  # arrival at the function − record timestamp, the batch's largest
+    "ReplicatorFailure": "Count",  # failed batches (each is retried)
+    # checkpoint function, on its schedule
+    "MessageLag": "Count",  # source log end − the event source's committed offset, summed over partitions
+    "CheckpointLatency": "Milliseconds",
+    "GroupsCheckpointed": "Count",
+    "GroupsSkipped": "Count",
+    "HeartbeatAge": "Milliseconds",
+    "HeartbeatLatency": "Milliseconds",
+    # topic sync
+    "TopicsCreated": "Count",
+    "PartitionsCreated": "Count",
+    "TopicConfigsChanged": "Count",
+    "TopicAclsChanged": "Count",
+    "TopicSyncFailures": "Count",
+    # every function: raw metric records its emitter could not send (Firehose refused, buffer full)
+    "MetricsNotSent": "Count",
+}
+
+# The metrics table's attributes (MM2's and SRM's names); distributions are maps {count, min, max, avg, p50, p95, p99}.
+TABLE_DISTRIBUTIONS = ("replication-latency-ms", "record-age-ms", "checkpoint-latency-ms")
+TABLE_ATTRIBUTES: tuple[str, ...] = (
+    "record-count",
+    "byte-count",
+    "record-rate",
+    "byte-rate",
+    *TABLE_DISTRIBUTIONS,
+    "replication-records-lag",
+    "oldest-unreplicated-age-ms",
+    "replication-failures",
+    "replication-retries",
+    "replication-failed-records",
+    "replication-failures-by-error",
+    "groups-checkpointed",
+    "groups-skipped",
+    "groups-skipped-by-reason",
+    "heartbeat-age-ms",
+    "heartbeat-latency-ms",
+    "topics-created",
+    "partitions-created",
+    "topic-configs-changed",
+    "topic-acls-changed",
+    "topic-sync-failures",
+    "topic-sync-failed-steps",
+)
