@@ -35,7 +35,13 @@ class SrmRun:
     """A running ``srm run --config FILE``; its output goes to ``log``."""
 
     def __init__(
-        self, config: Path, workdir: Path, extra_args: tuple[str, ...] = (), *, own_group: bool = False
+        self,
+        config: Path,
+        workdir: Path,
+        extra_args: tuple[str, ...] = (),
+        *,
+        own_group: bool = False,
+        metrics: bool = False,  # a Spark JVM per test would not fit the suite's time: only metrics tests want it
     ) -> None:
         """``own_group``: in a process group of its own (with its workers and store), for :meth:`kill_group`."""
         self.log = workdir / "srm-run.log"
@@ -43,7 +49,16 @@ class SrmRun:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config), *extra_args],
+            [
+                sys.executable,
+                "-m",
+                "srm.cli.srm",
+                "run",
+                "--config",
+                str(config),
+                *(() if metrics else ("--no-metrics",)),
+                *extra_args,
+            ],
             cwd=workdir,
             env=env,
             stdout=self._log_file,

@@ -11,6 +11,8 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_SOURCE_CLUSTER_ARN``        topic sync only: the source MSK cluster the mappings read
 ``SRM_SOURCE_AUTH``               topic sync only: how mappings authenticate (``SASL_SCRAM_512_AUTH``…; IAM if unset)
 ``SRM_SOURCE_SECRET_ARN``         topic sync only: the secret of those credentials
+``SRM_METRICS_STREAM``            the Firehose delivery stream of raw metric records (monitoring template)
+``SRM_METRICS_DIR``               local runtime: raw metric records go to ``<dir>/raw/dt=…/hour=…`` instead
 ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``   where DynamoDB is (boto3 reads them)
 ================================  =====================================================================
 """
@@ -19,9 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import boto3
@@ -29,6 +33,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from srm.aws.config_table import ConfigStore
+from srm.aws.firehose import FirehoseSink
 from srm.aws.lambda_mappings import LambdaEventSources
 from srm.aws.state import StateStore
 from srm.config.secrets import SecretResolver, default_secret_resolver
@@ -40,6 +45,7 @@ from srm.kafka.acls import TopicAcls
 from srm.kafka.admin import RemoteTopics, ensure_topic
 from srm.kafka.clients import KafkaClients, consumer_config
 from srm.kafka.readers import quiet_probe
+from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
 from srm.replication.heartbeat import HeartbeatContext
@@ -67,6 +73,8 @@ class Environment:
     mirror_function: str | None = None  # with source_cluster_arn: event source mappings through the Lambda API
     source_cluster_arn: str | None = None
     source_auth: tuple[str, str] | None = None  # how the mappings authenticate (SRM_SOURCE_AUTH, _SECRET_ARN)
+    metrics_stream: str | None = None  # raw metrics to this Firehose stream …
+    metrics_dir: str | None = None  # … or, locally, into files under this folder; neither: none are emitted
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Environment:
@@ -85,6 +93,8 @@ class Environment:
             mirror_function=env.get("SRM_MIRROR_FUNCTION") or None,
             source_cluster_arn=env.get("SRM_SOURCE_CLUSTER_ARN") or None,
             source_auth=_source_auth(env.get("SRM_SOURCE_AUTH", ""), env.get("SRM_SOURCE_SECRET_ARN", "")),
+            metrics_stream=env.get("SRM_METRICS_STREAM") or None,
+            metrics_dir=env.get("SRM_METRICS_DIR") or None,
         )
 
     def flow(self) -> Flow:
@@ -174,6 +184,17 @@ class App:
         self._state_writers = StateWriters()
         self._refusals_warned = SeenOnce()
         self._lock = threading.Lock()
+        self.metrics = self._metrics_emitter()
+
+    def _metrics_emitter(self) -> Emitter:
+        """One emitter per container: its sender thread carries raw metric records off the record path."""
+        producer = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"  # unique: ids are producer:seq
+        if self.env.metrics_stream:
+            client = boto3.client("firehose", region_name=self.env.region, config=Config(retries={"mode": "standard"}))
+            return MetricsEmitter(FirehoseSink(client, self.env.metrics_stream), producer=producer)
+        if self.env.metrics_dir:
+            return MetricsEmitter(FileSink(Path(self.env.metrics_dir) / "raw", producer), producer=producer)
+        return NullEmitter()
 
     @classmethod
     def current(cls) -> App:
@@ -238,6 +259,7 @@ class App:
             acls=self._flow_acls(source, target),
             flows=config.flows,
             warned=self._refusals_warned,
+            metrics=self.metrics,
         )
 
     def _flow_acls(self, source: str, target: str) -> TopicAcls:
@@ -284,6 +306,7 @@ class App:
             ),
             state=self.state,
             quiet=quiet_probe(probe_config, skips=mirror_skips(source, target, policy)),
+            metrics=self.metrics,
         )
 
     def mirror_context(self) -> MirrorContext:
@@ -318,4 +341,5 @@ class App:
             offset_sync_producer=sync_producer,
             state_writers=self._state_writers,
             log_start=log_start_lookup(self.kafka.admin(config, source, flow)),
+            metrics=self.metrics,
         )

@@ -32,6 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--store-port", type=int, default=0, help="port of the local store (default: any free port)")
     run.add_argument("--config-table", default="srm-config")
     run.add_argument("--state-table", default="srm-state")
+    run.add_argument(
+        "--no-metrics",
+        action="store_true",
+        help="no monitoring: no raw metrics, no CloudWatch metrics, no aggregation process (a JVM)",
+    )
+    run.add_argument("--metrics-table", default="srm-metrics", help="the local store's metrics table")
     run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
     demo = sub.add_parser("demo", help="start two local clusters, replicate, fail a consumer group over, report")
     demo.add_argument("--records", type=int, default=30_000, help="records per topic of the backlog")
@@ -58,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                 config_table=args.config_table,
                 state_table=args.state_table,
                 verbose=args.verbose,
+                metrics=not args.no_metrics,
+                metrics_table=args.metrics_table,
             )
             return run(config, options)
         from srm.local.demo import run_demo

@@ -259,6 +259,9 @@ class FlowSettings(BaseModel):
 
 
 SETTING_KEYS = FlowSettings.keys()
+# Settings of the whole runtime, never of one flow or cluster.
+METRICS_AGGREGATION_INTERVAL = "metrics.aggregation.interval.seconds"
+GLOBAL_KEYS = frozenset({METRICS_AGGREGATION_INTERVAL})
 # An alias prefixes its cluster's settings, so it cannot be the first word of another setting.
 _RESERVED_ALIASES = frozenset(
     {k.split(".")[0] for k in SETTING_KEYS | _IGNORED_KEYS | _COMMON_CLIENT_KEYS}
@@ -266,6 +269,7 @@ _RESERVED_ALIASES = frozenset(
     | set(CLIENT_ROLES)
     | set(SIDES)
     | {"clusters"}
+    | {k.split(".")[0] for k in GLOBAL_KEYS}
 )
 
 
@@ -354,7 +358,7 @@ class SrmConfig:
                 if not _known_scoped_key(rest):
                     warnings.append(_unknown_key_warning(key, rest, origin))
                 continue
-            if key == "clusters" or _known_scoped_key(key):
+            if key == "clusters" or key in GLOBAL_KEYS or _known_scoped_key(key):
                 continue
             head, _, rest = key.partition(".")
             if head in clusters:
@@ -386,7 +390,23 @@ class SrmConfig:
                     origin=props.source,
                 )
         _refuse_identity_loops(config)
+        config.metrics_aggregation_interval_seconds()
         return config
+
+    def metrics_aggregation_interval_seconds(self) -> float:
+        """How often the local runtime aggregates raw metrics (``metrics.aggregation.interval.seconds``, 60)."""
+        text = self.properties.get(METRICS_AGGREGATION_INTERVAL, "60")
+        try:
+            value = float(text)
+        except ValueError:
+            value = 0.0
+        if not value > 0 or value != value:
+            raise ConfigError(
+                f"{METRICS_AGGREGATION_INTERVAL}: expected a number of seconds > 0, got {text!r}",
+                key=METRICS_AGGREGATION_INTERVAL,
+                origin=self.properties.origin(METRICS_AGGREGATION_INTERVAL),
+            )
+        return value
 
     # -- lookups ----------------------------------------------------------------------------------------------
     def check_alias(self, alias: str) -> str:

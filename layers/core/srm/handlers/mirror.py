@@ -6,15 +6,14 @@ Failing (raising) is how a batch gets retried: the event source commits nothing 
 from __future__ import annotations
 
 import gc
-import threading
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools import Logger
 
 from srm.app import App
 from srm.core.events import MalformedEventError, parse_event
-from srm.replication.mirror import DeliveryError, replicate_batch
+from srm.metrics.emf import publish
+from srm.replication.mirror import BatchResult, DeliveryError, MirrorError, replicate_batch
 
 # Before each call the Lambda runtime turns the event (up to 6 MB of JSON, some 10^5 objects) into Python objects,
 # inside the billed duration; with the default thresholds the garbage collector walks every object of the container
@@ -24,17 +23,17 @@ gc.freeze()
 gc.set_threshold(50_000, 20, 10)
 
 logger = Logger(service="srm-mirror")
-metrics = Metrics(namespace="ServerlessSRM", service="mirror")
 
-
-# One invocation at a time per container on Lambda; the local runtime may run several at once in one process.
-_metrics_lock = threading.Lock()
+# How long a handler waits for its raw metric records to be handed over before it returns (Lambda freezes the
+# sender thread between invocations); a slow sink delays a batch by at most this, never fails it.
+FLUSH_S = 0.5
 
 
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = App.current()
     ctx = app.mirror_context()
+    flow = f"{ctx.source}->{ctx.target}"
     try:
         _, batches = parse_event(event)
         result = replicate_batch(batches, ctx)
@@ -43,12 +42,29 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise
     except DeliveryError as e:  # a producer failed for good is replaced by the next invocation's (srm.kafka.clients)
         logger.error("batch not replicated, it will be retried: %s", e)
+        publish(flow, [("ReplicatorFailure", 1, None)])
         raise
-    with _metrics_lock:
-        metrics.add_dimension(name="Flow", value=f"{ctx.source}->{ctx.target}")
-        metrics.add_metric(name="ReplicatedRecords", unit=MetricUnit.Count, value=result.records)
-        metrics.add_metric(name="ReplicatedBytes", unit=MetricUnit.Bytes, value=result.bytes)
-        metrics.add_metric(name="ReplicationLatencyMax", unit=MetricUnit.Milliseconds, value=result.max_latency_ms)
-        metrics.flush_metrics()
-        metrics.clear_metrics()  # a disabled Metrics keeps its set, then prints it at 100 values
+    except MirrorError:
+        publish(flow, [("ReplicatorFailure", 1, None)])
+        raise
+    finally:
+        app.metrics.flush(FLUSH_S)
+    publish(flow, mirror_values(result))
     return result.summary()
+
+
+def mirror_values(result: BatchResult) -> list[tuple[str, float, str | None]]:
+    values: list[tuple[str, float, str | None]] = [
+        ("ReplicatedRecords", result.records, None),
+        ("ReplicatorThroughput", result.bytes, None),
+    ]
+    for topic, stats in result.topics.items():
+        values += [
+            ("ReplicatedRecords", stats.records, topic),
+            ("ReplicatorThroughput", stats.bytes, topic),
+            ("ReplicationLatency", stats.max_latency_ms, topic),
+            ("RecordAge", stats.max_age_ms, topic),
+        ]
+    if result.topics:
+        values.append(("ReplicationLatency", max(s.max_latency_ms for s in result.topics.values()), None))
+    return values

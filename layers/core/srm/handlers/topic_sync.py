@@ -8,17 +8,34 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from srm.app import App
-from srm.replication.topic_sync import TopicSyncError, sync_topics
+from srm.metrics.emf import Value, publish
+from srm.replication.topic_sync import TopicSyncError, TopicSyncResult, sync_topics
 
 logger = Logger(service="srm-topic-sync")
 
 
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    app = App.current()
+    ctx = app.topic_sync_context()
+    flow = f"{ctx.source}->{ctx.target}"
     try:
-        result = sync_topics(App.current().topic_sync_context())
+        result = sync_topics(ctx)
     except TopicSyncError as e:  # the other steps were done; the next run retries the failed ones
         logger.error("topic sync incomplete", extra={"errors": {k: str(v) for k, v in e.errors.items()}})
+        publish(flow, [*topic_sync_values(e.result), ("TopicSyncFailures", len(e.errors), None)])
         raise
+    finally:
+        app.metrics.flush(1.0)
+    publish(flow, [*topic_sync_values(result), ("TopicSyncFailures", 0, None)])
     logger.info("topics synced", extra={"replicated": len(result.plan.replicated)})
     return result.summary()
+
+
+def topic_sync_values(result: TopicSyncResult) -> list[Value]:
+    acls = (result.acls.created + result.acls.deleted) if result.acls is not None else 0
+    return [
+        ("TopicsCreated", len(result.created), None),
+        ("TopicConfigsChanged", len(result.configs_changed), None),
+        ("TopicAclsChanged", acls, None),
+    ]

@@ -24,6 +24,7 @@ from typing import Any
 import boto3
 
 from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.metrics_table import create_metrics_table
 from srm.aws.state import create_state_table
 from srm.config.parsing import Properties
 from srm.config.secrets import is_plain_secret
@@ -52,6 +53,8 @@ class RuntimeOptions:
     verbose: bool = False
     state_dir: Path = STATE_DIR
     config_cache_seconds: float = 2.0
+    metrics: bool = True  # raw metrics from the workers and the aggregation process (srm run --no-metrics: off)
+    metrics_table: str = "srm-metrics"
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -81,6 +84,7 @@ class LocalRuntime:
         self._restarts: dict[Flow, float] = {}  # no restart before this time
         self._early_exits: dict[Flow, int] = {}  # exits in a row soon after starting
         self.config_store: ConfigStore | None = None
+        self._aggregator: subprocess.Popen[bytes] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -97,10 +101,32 @@ class LocalRuntime:
         )
         create_config_table(dynamodb, self.options.config_table)
         create_state_table(dynamodb, self.options.state_table)
+        if self.options.metrics:
+            create_metrics_table(dynamodb, self.options.metrics_table)
+            self._start_aggregator()
         self.config_store = ConfigStore(dynamodb, self.options.config_table, cache_seconds=0)
         self.config_store.replace_all(self.config, author="srm run")
         log.info("store at %s; config loaded into %s", self.endpoint_url, self.options.config_table)
         self.reconcile()
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.options.state_dir / "metrics"
+
+    def _start_aggregator(self) -> None:
+        """The aggregation runs in a process of its own (a JVM: it must not share the workers' memory or GIL)."""
+        env = {
+            **os.environ,
+            "SRM_METRICS_DIR": str(self.metrics_dir),
+            "SRM_METRICS_TABLE": self.options.metrics_table,
+            "SRM_METRICS_INTERVAL_SECONDS": str(self.config.metrics_aggregation_interval_seconds()),
+            "AWS_ENDPOINT_URL": self.endpoint_url or "",
+            "AWS_DEFAULT_REGION": self.options.region,
+        }
+        log.info("metrics: raw records under %s, aggregated into %s", self.metrics_dir, self.options.metrics_table)
+        self._aggregator = subprocess.Popen(
+            [sys.executable, "-m", "srm.local.aggregator"], env=env, stdin=subprocess.DEVNULL
+        )
 
     def _check_clusters(self) -> None:
         """Fail fast on settings librdkafka rejects; warn (and keep going) when a cluster does not answer."""
@@ -121,6 +147,11 @@ class LocalRuntime:
         while not stop.wait(0.2):
             try:
                 self._restart_dead()
+                if self._aggregator is not None and self._aggregator.poll() is not None:
+                    log.error(
+                        "metrics aggregation stopped (%s); restarting it", _exit_status(self._aggregator.returncode)
+                    )
+                    self._start_aggregator()
             except Exception as e:
                 log.error("cannot restart a worker: %s", e)
             if time.monotonic() < next_reconcile:
@@ -185,13 +216,17 @@ class LocalRuntime:
             "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "local"),
             "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
             "POWERTOOLS_LOG_LEVEL": "INFO" if o.verbose else "WARNING",
-            "POWERTOOLS_METRICS_DISABLED": "false" if o.verbose else "true",
+            "POWERTOOLS_METRICS_DISABLED": "false" if o.verbose and o.metrics else "true",
+            **({"SRM_METRICS_DIR": str(self.metrics_dir)} if o.metrics else {}),
             **self._secret_env,
             **o.extra_env,
         }
 
     def stop(self, timeout: float = 10.0) -> None:
         workers, self._workers = list(self._workers.values()), {}
+        if self._aggregator is not None:
+            workers.append(self._aggregator)
+            self._aggregator = None
         for process in workers:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)

@@ -33,12 +33,9 @@ EMF_METRICS: Mapping[str, str] = {
     "HeartbeatLatency": "Milliseconds",
     # topic sync
     "TopicsCreated": "Count",
-    "PartitionsCreated": "Count",
     "TopicConfigsChanged": "Count",
     "TopicAclsChanged": "Count",
     "TopicSyncFailures": "Count",
-    # every function: raw metric records its emitter could not send (Firehose refused, buffer full)
-    "MetricsNotSent": "Count",
 }
 
 # The metrics table's attributes (MM2's and SRM's names); distributions are maps {count, min, max, avg, p50, p95, p99}.

@@ -28,9 +28,13 @@ from srm.core.checkpoints import (
     offsets_to_commit,
     translate_group,
 )
+from srm.core.plans import mapping_group_id
 from srm.errors import RetriableError
 from srm.kafka.admin import end_offsets, group_offsets
 from srm.kafka.clients import produce_and_wait
+from srm.metrics.schema import CheckpointRun, HeartbeatSample, LagSample, SketchData
+from srm.metrics.sinks import Emitter, NullEmitter
+from srm.metrics.sketch import Sketch
 from srm.mm2.formats import Checkpoint
 from srm.mm2.policy import ReplicationPolicy
 
@@ -62,6 +66,7 @@ class CheckpointContext:
     state: StateStore
     quiet: QuietProbe | None = None
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    metrics: Emitter = field(default_factory=NullEmitter)
 
 
 @dataclass
@@ -70,6 +75,9 @@ class CheckpointResult:
     checkpoints: int = 0
     untranslatable: int = 0
     synced: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    checkpointed: int = 0  # groups with new checkpoints
+    skipped: dict[str, int] = field(default_factory=dict)  # groups not checkpointed this run, by reason
+    latency: Sketch = field(default_factory=Sketch)  # checkpoint-latency-ms of every checkpoint written
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -96,6 +104,9 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
     replicate = ctx.settings.replicate_decision(ctx.target, ctx.policy)
     runs = CachedRuns(ctx.state)
     for group in groups:
+        # The commit's own time is not in the admin API's answer (only in __consumer_offsets): a checkpoint's latency
+        # is measured from this read of the committed offsets, at most one checkpoint interval after the commit.
+        observed_ms = ctx.now_ms()
         translations = translate_group(
             group,
             group_offsets(ctx.source_admin, group),
@@ -107,6 +118,7 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
             quiet=ctx.quiet,
         )
         if not translations:
+            _skip(result, "no replicated topics")
             continue
         result.groups += 1
         stored = ctx.state.checkpoints(ctx.source, ctx.target, group)
@@ -128,8 +140,12 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
                 notes[key] = None  # translates again, with no newer checkpoint to emit: the note is stale
         if new:
             _write_checkpoints(ctx, group, new)
+            result.latency.add(max(0, ctx.now_ms() - observed_ms), len(new))
             ctx.state.put_checkpoints(ctx.source, ctx.target, group, new)  # replaces the items: clears their notes
             result.checkpoints += len(new)
+            result.checkpointed += 1
+        else:
+            _skip(result, "untranslatable" if all(t.downstream_offset is None for t in translations) else "unchanged")
         if notes:
             ctx.state.set_untranslated(ctx.source, ctx.target, group, notes)
         latest[group] = {**previous, **new}
@@ -138,7 +154,76 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
         result.synced = sync_group_offsets(ctx, latest)
         facts["last_group_sync_ms"] = now
     ctx.state.update_flow_status(ctx.source, ctx.target, **facts)
+    ctx.metrics.emit(
+        CheckpointRun(
+            ts=ctx.now_ms(),
+            source=ctx.source,
+            target=ctx.target,
+            latency=SketchData.of(result.latency) if result.latency.n else None,
+            groups_checkpointed=result.groups
+            - sum(result.skipped.values())
+            + result.skipped.get("no replicated topics", 0),
+            groups_skipped=result.skipped,
+        )
+    )
     return result
+
+
+def _skip(result: CheckpointResult, reason: str) -> None:
+    result.skipped[reason] = result.skipped.get(reason, 0) + 1
+
+
+@dataclass
+class FlowSample:
+    """What :func:`sample_flow` saw: lag per topic (summed over partitions) and the heartbeat's age and latency."""
+
+    lag: dict[str, int] = field(default_factory=dict)
+    heartbeat_age_ms: int | None = None
+    heartbeat_latency_ms: int | None = None
+
+
+def sample_flow(ctx: CheckpointContext) -> FlowSample:
+    """Sample the flow on the checkpoint schedule (a batch event knows no high watermark): per replicated source
+    partition, ``replication-records-lag`` = log end − the committed offset of the topic's event source mapping
+    group; and the newest replicated heartbeat's age and latency (from the flow status the mirror keeps)."""
+    now = ctx.now_ms()
+    sample = FlowSample()
+    mappings = ctx.state.topic_mappings(ctx.source, ctx.target)
+    ends = end_offsets(ctx.source_admin, [(t, p) for t, m in mappings.items() for p in range(m.partitions)])
+    for topic in sorted(mappings):
+        committed = group_offsets(ctx.source_admin, mapping_group_id(ctx.source, ctx.target, topic))
+        for (_, partition), end in sorted((k, v) for k, v in ends.items() if k[0] == topic):
+            offset = committed.get((topic, partition), (None, ""))[0]
+            # Without a commit the mapping reads from the log start: everything up to the end is still to come.
+            lag = max(0, end - (offset if offset is not None else 0))
+            sample.lag[topic] = sample.lag.get(topic, 0) + lag
+            ctx.metrics.emit(
+                LagSample(
+                    ts=now,
+                    source=ctx.source,
+                    target=ctx.target,
+                    topic=topic,
+                    partition=partition,
+                    log_end=end,
+                    committed=offset,
+                    lag=lag,
+                )
+            )
+    status = ctx.state.flow_status(ctx.source, ctx.target)
+    if "heartbeat_ms" in status:
+        sample.heartbeat_age_ms = max(0, now - int(status["heartbeat_ms"]))
+        latency = status.get("heartbeat_latency_ms")
+        sample.heartbeat_latency_ms = int(latency) if latency is not None else None
+        ctx.metrics.emit(
+            HeartbeatSample(
+                ts=now,
+                source=ctx.source,
+                target=ctx.target,
+                age_ms=float(sample.heartbeat_age_ms),
+                latency_ms=float(latency) if latency is not None else None,
+            )
+        )
+    return sample
 
 
 def _sync_due(ctx: CheckpointContext, now: int) -> bool:

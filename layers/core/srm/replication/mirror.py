@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,9 @@ from srm.core.loops import stamp_provenance
 from srm.core.offsets import Origin, Run, runs_from_pairs
 from srm.errors import RetriableError
 from srm.kafka.clients import Acks, produce
+from srm.metrics.schema import MirrorBatch, MirrorFailure, SketchData
+from srm.metrics.sinks import Emitter, NullEmitter
+from srm.metrics.sketch import Sketch
 from srm.mm2.formats import OffsetSync
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.heartbeat import latest_heartbeat
@@ -106,6 +110,18 @@ class MirrorContext:
     state_writers: StateWriters = field(default_factory=lambda: StateWriters())
     # The log-start offset of a source partition, looked up when a partition with no offset runs is first recorded.
     log_start: Callable[[str, int], int] | None = None
+    # Raw metric records (one per partition of a batch; a failed batch's too), sent off the record path.
+    metrics: Emitter = field(default_factory=NullEmitter)
+
+
+@dataclass
+class TopicStats:
+    """A batch's records of one topic, for CloudWatch: counts and the largest latency and age."""
+
+    records: int = 0
+    bytes: int = 0
+    max_latency_ms: int = 0
+    max_age_ms: int = 0
 
 
 @dataclass
@@ -116,6 +132,7 @@ class BatchResult:
     max_latency_ms: int = 0  # now − the oldest record timestamp of the batch
     skipped: int = 0  # records not written: their provenance names the target (identity loop guard)
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat of the batch
+    topics: dict[str, TopicStats] = field(default_factory=dict)  # by source topic
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -130,7 +147,28 @@ class BatchResult:
 
 def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> BatchResult:
     """Replicate one event's batches (:func:`srm.core.events.parse_event`). Raises TopicNotReplicatedError or
-    MirrorError."""
+    MirrorError (after emitting a failure record per partition: the event source retries the batch)."""
+    try:
+        return _replicate(batches, target)
+    except MirrorError as e:
+        ts = int(time.time() * 1000)
+        for batch in batches:
+            target.metrics.emit(
+                MirrorFailure(
+                    ts=ts,
+                    source=target.source,
+                    target=target.target,
+                    topic=batch.topic,
+                    partition=batch.partition,
+                    error=type(e).__name__,
+                    retries=1,  # the event source delivers the batch again
+                    records=len(batch),
+                )
+            )
+        raise
+
+
+def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchResult:
     settings = target.settings
     result = BatchResult()
     pending: list[tuple[PartitionBatch, str, Acks]] = []
@@ -164,6 +202,7 @@ def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> Bat
             result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
 
     _await_acks(producer, pending, settings.mirror_delivery_timeout_ms / 1000.0)
+    _measure(target, pending, now_ms, int(time.time() * 1000), result)
 
     runs = {(b.topic, b.partition): _runs(b.offsets, acks.offsets) for b, _, acks in pending}
     # Offset syncs travel while the state is written; both are done before the batch counts as replicated.
@@ -175,6 +214,45 @@ def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> Bat
         _await_offset_syncs(target, sync_acks)
     result.heartbeat_latency_ms = _record_heartbeat(target, pending)
     return result
+
+
+def _measure(
+    target: MirrorContext,
+    pending: list[tuple[PartitionBatch, str, Acks]],
+    arrived_ms: int,
+    acked_ms: int,
+    result: BatchResult,
+) -> None:
+    """One raw record per partition: latency = ack time − record timestamp (the ack time is when the batch's last
+    acknowledgement arrived), age = arrival at the function − record timestamp. Records with equal timestamps are
+    counted together: a sketch update per distinct timestamp, not per record."""
+    for batch, remote, _ in pending:
+        if not len(batch):
+            continue
+        latency, age = Sketch(), Sketch()
+        for timestamp, count in Counter(batch.timestamps).items():
+            latency.add(acked_ms - timestamp, count)
+            age.add(arrived_ms - timestamp, count)
+        size = sum(map(len, filter(None, batch.values))) + sum(map(len, filter(None, batch.keys)))
+        stats = result.topics.setdefault(batch.topic, TopicStats())
+        stats.records += len(batch)
+        stats.bytes += size
+        stats.max_latency_ms = max(stats.max_latency_ms, int(latency.max))
+        stats.max_age_ms = max(stats.max_age_ms, int(age.max))
+        target.metrics.emit(
+            MirrorBatch(
+                ts=acked_ms,
+                source=target.source,
+                target=target.target,
+                topic=batch.topic,
+                remote_topic=remote,
+                partition=batch.partition,
+                records=len(batch),
+                bytes=size,
+                latency=SketchData.of(latency),
+                age=SketchData.of(age),
+            )
+        )
 
 
 def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, acks: Acks) -> None:

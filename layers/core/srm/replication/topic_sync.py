@@ -42,6 +42,8 @@ from srm.errors import RetriableError
 from srm.flow import Flow
 from srm.kafka.acls import AclSyncResult, TopicAcls
 from srm.kafka.admin import RemoteTopics, list_topics, sync_topic_configs
+from srm.metrics.schema import TopicSyncRun
+from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.mappings import EventSourceMappings, MappingSyncResult, sync_mappings
 
@@ -81,6 +83,7 @@ class TopicSyncContext:
     acls: TopicAcls = field(default_factory=TopicAcls)
     flows: tuple[Flow, ...] = ()  # every flow of the configuration (the identity loop guard)
     warned: SeenOnce = field(default_factory=lambda: SeenOnce())  # per container, held by the App
+    metrics: Emitter = field(default_factory=NullEmitter)
 
 
 class TopicSyncError(RetriableError, RuntimeError):
@@ -168,6 +171,17 @@ def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncRe
             result.mappings = sync_mappings(ctx.event_sources, source, target, plan, settings, state)
         except Exception as e:  # EventSourceMappingError, botocore and Kafka errors alike: reported with the rest
             errors["event source mappings"] = e
+    ctx.metrics.emit(
+        TopicSyncRun(
+            ts=int(time.time() * 1000),
+            source=source,
+            target=target,
+            topics_created=len(result.created),
+            configs_changed=len(result.configs_changed),
+            acls_changed=(result.acls.created + result.acls.deleted) if result.acls is not None else 0,
+            failed={step: 1 for step in errors},
+        )
+    )
     if errors:
         raise TopicSyncError(errors, result)
     return result
