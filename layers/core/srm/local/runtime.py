@@ -111,7 +111,7 @@ class LocalRuntime:
 
     @property
     def metrics_dir(self) -> Path:
-        return self.options.state_dir / "metrics"
+        return self.options.state_dir.resolve() / "metrics"
 
     def _start_aggregator(self) -> None:
         """The aggregation runs in a process of its own (a JVM: it must not share the workers' memory or GIL)."""

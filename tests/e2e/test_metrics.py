@@ -1,0 +1,78 @@
+"""Monitoring end to end: `srm run` with metrics on replicates records, some created minutes ago; its aggregation
+process writes the metrics table; the table says how many, how late, and that nothing is left behind."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from srm.aws.metrics_table import MetricsTable
+from srm.metrics.series import MetricPoint, Series
+from tests.support.kafka import Rec, create_topic, produce, unique, wait_for, wait_replicated
+from tests.support.runtime import SrmRun, write_config
+
+pytestmark = pytest.mark.e2e
+
+MINUTES_AGO = 5
+
+
+def metrics_table(workdir: Path) -> MetricsTable:
+    url = (workdir / ".srm-local" / "store.url").read_text().strip()
+    return MetricsTable(boto3.client("dynamodb", region_name="us-east-1", endpoint_url=url), "srm-metrics")
+
+
+def minutes(table: MetricsTable, topic: str, since: int) -> list[MetricPoint]:
+    return table.query(Series("1m", "topic", "a", "b", topic), since - 60_000, int(time.time() * 1000) + 60_000)
+
+
+def test_the_metrics_table_counts_every_record_with_its_latency_and_lag_reaches_zero(clusters, tmp_path: Path):
+    # GIVEN a topic with N records on two partitions: half created now, half MINUTES_AGO minutes ago (CreateTime)
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = unique("metrics")
+    create_topic(a, topic, partitions=2)
+    start = int(time.time() * 1000)
+    old = start - MINUTES_AGO * 60_000
+    n = 400
+    produce(
+        a,
+        topic,
+        [(i % 2, Rec(f"k{i}".encode(), b"v" * 100, (), old if i % 2 else start)) for i in range(n)],
+    )
+    config = write_config(
+        tmp_path / "srm.yaml",
+        {"a": a, "b": b},
+        {"a->b": {"topics": topic}},
+        **{"metrics.aggregation.interval.seconds": 3, "emit.checkpoints.interval.seconds": 2},
+    )
+
+    # WHEN srm run replicates them with monitoring on
+    with SrmRun(config, tmp_path, metrics=True) as run:
+        wait_replicated(a, topic, b, f"a.{topic}", timeout=90)
+        table = metrics_table(tmp_path)
+
+        def counted() -> list[MetricPoint] | None:
+            points = minutes(table, topic, start)
+            return points if sum(p.values.get("record-count", 0) for p in points) >= n else None
+
+        points = wait_for(counted, timeout=180, interval=1, message=f"{n} records in the metrics table")
+
+        def lag_zero() -> dict[str, Any] | None:
+            laid = [p for p in minutes(table, topic, start) if "replication-records-lag" in p.values]
+            return laid[-1].values if laid and laid[-1].values["replication-records-lag"] == 0 else None
+
+        wait_for(lag_zero, timeout=120, interval=1, message="lag 0 in the metrics table")
+        assert run.alive(), run.output()[-3000:]
+
+    # THEN the table holds exactly N records of the topic (each counted once) …
+    assert sum(p.values.get("record-count", 0) for p in points) == n
+    # … and their latencies are those of the timestamps chosen: half about MINUTES_AGO minutes, half about now
+    latencies = [p.values["replication-latency-ms"] for p in points if "replication-latency-ms" in p.values]
+    assert sum(d["count"] for d in latencies) == n
+    slowest = max(d["max"] for d in latencies)
+    assert MINUTES_AGO * 60_000 <= slowest < MINUTES_AGO * 60_000 + 120_000
+    assert min(d["min"] for d in latencies) < 60_000
+    assert all(d["p99"] <= d["max"] for d in latencies)
