@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from pyspark.sql import SparkSession
 
-from srm.metrics.aggregate import aggregate, parse_lines
+from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, parse_lines
+from srm.metrics.names import TABLE_ATTRIBUTES
 from srm.metrics.schema import (
     CheckpointRun,
     HeartbeatSample,
@@ -196,3 +197,9 @@ def test_a_record_delivered_twice_counts_once(spark: SparkSession) -> None:
     assert [(r["window_start"], r["record_count"]) for r in rows] == [
         (T0, first.records + second.records + 2 * no_id.records)
     ]
+
+
+def test_the_table_attributes_are_the_listed_names(spark: SparkSession) -> None:
+    records, _ = parse_lines(lines_frame(spark, [encode(MIRRORED[0].record())]))
+    columns = {c.replace("_", "-") for c in aggregate(records).columns if c not in OUTPUT_KEYS}
+    assert columns == set(TABLE_ATTRIBUTES)

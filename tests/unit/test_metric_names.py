@@ -1,0 +1,119 @@
+"""CloudWatch metrics as the functions print them, checked against the Embedded Metric Format specification, and
+every metric name used elsewhere (templates, the metrics table the API serves) checked against the one list."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from srm.core.plans import TopicPlan
+from srm.handlers.checkpoint import checkpoint_values
+from srm.handlers.mirror import mirror_values
+from srm.handlers.topic_sync import topic_sync_values
+from srm.kafka.acls import AclSyncResult
+from srm.metrics.emf import publish
+from srm.metrics.names import DIMENSIONS, EMF_METRICS, NAMESPACE, TABLE_ATTRIBUTES
+from srm.metrics.sketch import Sketch
+from srm.replication.checkpoint import CheckpointResult, FlowSample
+from srm.replication.mirror import BatchResult, TopicStats
+from srm.replication.topic_sync import TopicSyncResult
+
+ROOT = Path(__file__).resolve().parents[2]
+# CloudWatch's units (the EMF specification's list)
+UNITS = {
+    "Seconds", "Microseconds", "Milliseconds", "Bytes", "Kilobytes", "Megabytes", "Gigabytes", "Terabytes", "Bits",
+    "Kilobits", "Megabits", "Gigabits", "Terabits", "Percent", "Count", "Bytes/Second", "Kilobytes/Second",
+    "Megabytes/Second", "Gigabytes/Second", "Terabytes/Second", "Bits/Second", "Kilobits/Second", "Megabits/Second",
+    "Gigabits/Second", "Terabits/Second", "Count/Second", "None",
+}  # fmt: skip
+
+
+def check_emf(document: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """Raise on anything the EMF specification forbids; return (metric, dimension set) pairs."""
+    aws = document["_aws"]
+    assert isinstance(aws["Timestamp"], int) and aws["Timestamp"] > 0
+    found = []
+    for directive in aws["CloudWatchMetrics"]:
+        assert isinstance(directive["Namespace"], str) and 1 <= len(directive["Namespace"]) <= 255
+        assert directive["Namespace"] == NAMESPACE
+        assert len(directive["Metrics"]) <= 100
+        for dimension_set in directive["Dimensions"]:
+            assert 1 <= len(dimension_set) <= 30
+            for name in dimension_set:
+                assert isinstance(document[name], str) and document[name]  # a dimension's value is a string
+            assert set(dimension_set) <= set(DIMENSIONS) and "Flow" in dimension_set
+        for metric in directive["Metrics"]:
+            assert 1 <= len(metric["Name"]) <= 255
+            assert metric.get("Unit", "None") in UNITS
+            value = document[metric["Name"]]
+            values = value if isinstance(value, list) else [value]
+            assert 1 <= len(values) <= 100 and all(isinstance(v, int | float) for v in values)
+            assert EMF_METRICS[metric["Name"]] == metric["Unit"]
+            found += [(metric["Name"], tuple(s)) for s in directive["Dimensions"]]
+    return found
+
+
+def printed(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(autouse=True)
+def emf_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "srm-mirror")  # as the template sets it: no dimension from it
+
+
+def test_every_function_prints_valid_emf_with_flow_and_topic_dimensions_only(capsys: pytest.CaptureFixture[str]):
+    batch = BatchResult(records=3, bytes=300, topics={"orders": TopicStats(2, 200, 40, 50), "pay": TopicStats(1, 100)})
+    checkpoints = CheckpointResult(checkpointed=2, skipped={"unchanged": 1}, latency=Sketch.of([12.0, 30.0]))
+    sample = FlowSample(lag={"orders": 5, "pay": 0}, heartbeat_age_ms=900, heartbeat_latency_ms=20)
+    sync = TopicSyncResult(TopicPlan(), created=["a.orders"], configs_changed=["a.orders"], acls=AclSyncResult())
+    emitted: set[str] = set()
+    for values in (
+        mirror_values(batch),
+        [("ReplicatorFailure", 1, None)],
+        checkpoint_values(checkpoints, sample),
+        [*topic_sync_values(sync), ("TopicSyncFailures", 0, None)],
+    ):
+        publish("a->b", values)
+        documents = printed(capsys)
+        assert documents, "nothing printed"
+        for document in documents:
+            pairs = check_emf(document)
+            emitted |= {name for name, _ in pairs}
+            assert document["Flow"] == "a->b"
+    assert emitted == set(EMF_METRICS)  # the list holds what is emitted, no more
+
+
+def test_an_unlisted_metric_name_is_refused():
+    with pytest.raises(KeyError, match="EMF_METRICS"):
+        publish("a->b", [("Throughput", 1, None)])
+
+
+def test_many_topics_stay_within_100_metrics_per_document(capsys: pytest.CaptureFixture[str]):
+    publish("a->b", [("ReplicatedRecords", i, None) for i in range(250)])
+    for document in printed(capsys):
+        check_emf(document)
+
+
+def template_metric_names() -> set[str]:
+    """Every CloudWatch metric name the templates use (alarms, dashboards)."""
+    names: set[str] = set()
+    for path in ROOT.glob("template*.yaml"):
+        text = path.read_text()
+        names |= set(re.findall(r"MetricName:\s*([A-Za-z]+)", text))
+        names |= set(re.findall(rf'"{NAMESPACE}",\s*"([A-Za-z]+)"', text))  # dashboard widgets
+    return names
+
+
+def test_names_used_in_templates_are_emitted():
+    assert template_metric_names() <= set(EMF_METRICS)
+
+
+def test_table_attributes_are_kebab_case_and_unique():
+    assert len(set(TABLE_ATTRIBUTES)) == len(TABLE_ATTRIBUTES)
+    assert all(re.fullmatch(r"[a-z]+(-[a-z]+)*", name) for name in TABLE_ATTRIBUTES)
