@@ -55,6 +55,7 @@ class RuntimeOptions:
     config_cache_seconds: float = 2.0
     metrics: bool = True  # raw metrics from the workers and the aggregation process (srm run --no-metrics: off)
     metrics_table: str = "srm-metrics"
+    aggregation: bool = True  # the aggregation process (the demo runs one aggregation itself instead)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -103,7 +104,8 @@ class LocalRuntime:
         create_state_table(dynamodb, self.options.state_table)
         if self.options.metrics:
             create_metrics_table(dynamodb, self.options.metrics_table)
-            self._start_aggregator()
+            if self.options.aggregation:
+                self._start_aggregator()
         self.config_store = ConfigStore(dynamodb, self.options.config_table, cache_seconds=0)
         self.config_store.replace_all(self.config, author="srm run")
         log.info("store at %s; config loaded into %s", self.endpoint_url, self.options.config_table)
