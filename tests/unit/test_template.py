@@ -297,3 +297,80 @@ def test_heartbeat_function_writes_only_the_source_heartbeats_topic(translated: 
     writes = [s for s in grants if {"kafka-cluster:WriteData", "kafka-cluster:CreateTopic"} & set(as_list(s["Action"]))]
     assert [s["Sid"] for s in writes] == ["SourceHeartbeatsTopic"]
     assert writes[0]["Resource"]["Fn::Sub"][0].endswith(":topic/${Cluster}/heartbeats")
+
+
+# -- (e) monitoring: one stack per region, shared by the flow stacks -------------------------------------------------
+MONITORING = ROOT / "template-monitoring.yaml"
+
+
+@pytest.fixture(scope="module")
+def monitoring() -> dict[str, Any]:
+    return json.loads(json.dumps(cfn_yaml.load(str(MONITORING))))
+
+
+def test_monitoring_template_passes_cfn_lint_without_errors_or_warnings() -> None:
+    matches = lint_file(MONITORING, config=ManualArgs(regions=["us-east-1", "us-west-2"]))
+    assert not matches, "\n".join(str(m) for m in matches)
+
+
+def test_raw_metrics_bucket_is_private_and_encrypted(monitoring: dict[str, Any]) -> None:
+    props = monitoring["Resources"]["RawMetricsBucket"]["Properties"]
+    assert all(props["PublicAccessBlockConfiguration"].values())
+    encryption = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    assert encryption["SSEAlgorithm"] in ("AES256", "aws:kms")
+
+
+def test_firehose_writes_the_partitioning_the_job_reads(monitoring: dict[str, Any]) -> None:
+    from srm.metrics.sinks import raw_partition
+
+    s3 = monitoring["Resources"]["RawMetricsStream"]["Properties"]["ExtendedS3DestinationConfiguration"]
+    assert monitoring["Resources"]["RawMetricsStream"]["Properties"]["DeliveryStreamType"] == "DirectPut"
+    args = monitoring["Resources"]["AggregateMetricsJob"]["Properties"]["DefaultArguments"]
+    assert s3["Prefix"] == args["--raw_prefix"] + "dt=!{timestamp:yyyy-MM-dd}/hour=!{timestamp:HH}/"
+    assert raw_partition(0) == "dt=1970-01-01/hour=00"  # the local files' folders, the same partitioning
+    assert s3["ErrorOutputPrefix"] and not s3["ErrorOutputPrefix"].startswith(args["--raw_prefix"])
+    assert s3["BufferingHints"]["SizeInMBs"] == 16
+
+
+def test_glue_job_is_glue_5_with_two_g1x_workers_every_5_minutes_and_the_scripts_arguments(
+    monitoring: dict[str, Any],
+) -> None:
+    spec = importlib.util.spec_from_file_location("aggregate_metrics", ROOT / "glue_jobs" / "aggregate_metrics.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    job = monitoring["Resources"]["AggregateMetricsJob"]["Properties"]
+    assert (job["GlueVersion"], job["WorkerType"], job["NumberOfWorkers"]) == ("5.0", "G.1X", 2)
+    given = {k.removeprefix("--") for k in job["DefaultArguments"]}
+    assert set(script.ARGUMENTS) - {"JOB_NAME"} <= given
+    trigger = monitoring["Resources"]["AggregateMetricsSchedule"]["Properties"]
+    assert trigger["Schedule"] == "cron(0/5 * * * ? *)" and trigger["Type"] == "SCHEDULED"
+
+
+def test_metrics_table_keys_and_ttl_match_what_srm_creates(monitoring: dict[str, Any]) -> None:
+    from srm.aws.metrics_table import TTL_ATTRIBUTE, create_metrics_table
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_metrics_table(client, "t")
+        described = client.describe_table(TableName="t")["Table"]
+    props = monitoring["Resources"]["MetricsTable"]["Properties"]
+    assert props["KeySchema"] == described["KeySchema"]
+    assert sorted(props["AttributeDefinitions"], key=str) == sorted(described["AttributeDefinitions"], key=str)
+    assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+
+
+def test_functions_that_emit_raw_metrics_may_put_to_the_stream_only(translated: dict[str, Any]) -> None:
+    emitting = {"srm-mirror", "srm-topic-sync", "srm-checkpoint"}
+    found = set()
+    for name, fn in resources_of(translated, "AWS::Lambda::Function").items():
+        env = fn["Properties"]["Environment"]["Variables"]
+        if env.get("POWERTOOLS_SERVICE_NAME") in emitting:
+            assert env["SRM_METRICS_STREAM"] == {"Ref": "MetricsStreamName"}, name
+            found.add(env["POWERTOOLS_SERVICE_NAME"])
+    assert found == emitting
+    grants = [s for _, s in role_statements(translated) if "firehose:PutRecordBatch" in as_list(s["Action"])]
+    assert len(grants) == len(emitting)
+    for statement in grants:
+        assert as_list(statement["Action"]) == ["firehose:PutRecordBatch"]
+        assert "deliverystream/${MetricsStreamName}" in json.dumps(statement["Resource"])

@@ -36,6 +36,7 @@ def spark_session(driver_memory: str = "512m") -> Any:
         .appName("srm-metrics")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.session.timeZone", "UTC")
         # Small inputs, new plans every run: compiling whole-stage code costs more than it saves.
