@@ -605,3 +605,23 @@ def test_config_redacted_masks_secret_values_at_every_level():
     assert shown["b.sasl.mechanism"] == "SCRAM-SHA-512"
     assert shown["a.bootstrap.servers"] == "a:9092"
     assert set(shown) == set(cfg.properties)
+
+
+def _with_metrics_interval(value: str | None) -> SrmConfig:
+    values = {"clusters": "a, b", "a.bootstrap.servers": "x:1", "b.bootstrap.servers": "y:1", "a->b.enabled": "true"}
+    if value is not None:
+        values["metrics.aggregation.interval.seconds"] = value
+    return SrmConfig.from_properties(Properties.of(values, source="srm.properties"))
+
+
+def test_metrics_aggregation_interval_is_a_global_setting_of_60_seconds_by_default():
+    assert _with_metrics_interval(None).metrics_aggregation_interval_seconds() == 60
+    config = _with_metrics_interval("15")
+    assert config.metrics_aggregation_interval_seconds() == 15
+    assert not config.warnings
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "nan"])
+def test_a_bad_metrics_aggregation_interval_stops_with_one_line(value: str):
+    with pytest.raises(ConfigError, match=r"metrics\.aggregation\.interval\.seconds: expected a number of seconds > 0"):
+        _with_metrics_interval(value)
