@@ -336,9 +336,8 @@ class EmulatedMapping:
         if not assignment:
             return []
         if not self._resting:
-            if _caught_up(
-                consumer, assignment, self._starts, fresh=False
-            ):  # pausing drops fetched records: only when there are none
+            # Pausing drops fetched records: only when there are none.
+            if _caught_up(consumer, assignment, self._starts, fresh=False):
                 consumer.pause(assignment)
                 self._resting = True
             return []
