@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql import SparkSession
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark is a dev dependency: pip install -e '.[dev]'")
-
-from pyspark.sql import SparkSession  # noqa: E402
+from srm.local.aggregator import spark_session
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -19,17 +18,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("srm-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "768m")
-        .config("spark.sql.session.timeZone", "UTC")
-        # Test data is tiny: compiling whole-stage code for every new plan costs more than it saves.
-        .config("spark.sql.codegen.wholeStage", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = spark_session("768m", cores=2, app_name="srm-tests")  # the one srm run uses, on two cores
     yield session
     session.stop()

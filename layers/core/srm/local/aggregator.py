@@ -28,16 +28,20 @@ __all__ = ["aggregate_once", "main", "spark_session"]
 log = logging.getLogger("srm.aggregator")
 
 
-def spark_session(driver_memory: str = "512m") -> Any:
+def spark_session(driver_memory: str = "512m", *, cores: int = 1, app_name: str = "srm-metrics") -> Any:
+    """A local SparkSession bound to loopback: nothing outside this machine needs to reach its driver."""
+    # Read by the JVM pyspark launches: without it Spark looks up the host's address and warns when that is loopback.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[1]")
-        .appName("srm-metrics")
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", driver_memory)
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.sql.session.timeZone", "UTC")
         # Small inputs, new plans every run: compiling whole-stage code costs more than it saves.
         .config("spark.sql.codegen.wholeStage", "false")
