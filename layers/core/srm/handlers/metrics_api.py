@@ -1,0 +1,149 @@
+"""The metrics API function (API Gateway REST proxy): flows, their topics and metric series, as JSON.
+
+Routes and validation are Powertools' event handler; its OpenAPI generation gives the committed spec
+(``python -m srm.handlers.metrics_api > openapi/metrics-api.json`` regenerates it). The queries are
+:mod:`srm.control.metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel
+
+from srm.app import App
+from srm.control.metrics import BadRequestError, MetricQueries, MetricSeries, NotFoundError, Replications, Topics
+
+__all__ = ["api", "lambda_handler", "openapi_json"]
+
+logger = Logger(service="srm-metrics-api")
+api = APIGatewayRestResolver(enable_validation=True)
+
+Resolution = Annotated[Literal["1m", "1h"], Query(description="window size of the points")]
+From = Annotated[int | None, Query(alias="from", description="epoch ms; default: `to` − 2 hours")]
+To = Annotated[int | None, Query(alias="to", description="epoch ms; default: now")]
+Metric = Annotated[str, Path(description="record-count, byte-count, record-rate, byte-rate, replication-latency-ms, …")]
+
+
+class ErrorMessage(BaseModel):
+    message: str
+
+
+def _errors(*codes: int) -> dict[int, OpenAPIResponse]:
+    what = {400: "Unknown metric, bad time range or resolution", 404: "Unknown flow, cluster, topic or partition"}
+    return {c: {"description": what[c], "content": {"application/json": {"model": ErrorMessage}}} for c in codes}
+
+
+def _queries() -> MetricQueries:
+    app = App.current()
+    return MetricQueries(app.config_store, app.state, app.metrics_table)
+
+
+def _error(status: int, message: str) -> Response[str]:
+    return Response(status_code=status, content_type="application/json", body=json.dumps({"message": message}))
+
+
+@api.exception_handler(NotFoundError)
+def _not_found(e: NotFoundError) -> Response[str]:
+    return _error(404, str(e))
+
+
+@api.exception_handler(BadRequestError)
+def _bad_request(e: BadRequestError) -> Response[str]:
+    return _error(400, str(e))
+
+
+@api.exception_handler(RequestValidationError)
+def _invalid(e: RequestValidationError) -> Response[str]:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err.get('loc', ())[1:]) or 'request'}: {err.get('msg')}" for err in e.errors()
+    )
+    return _error(400, problems)
+
+
+@api.get(
+    "/v2/replications", summary="Every flow with its status and figures over the last 5 minutes", responses=_errors(400)
+)
+def replications() -> Replications:
+    return _queries().replications()
+
+
+@api.get(
+    "/v2/replications/<source>/<target>/topics",
+    summary="The topics of a flow with their figures",
+    responses=_errors(400, 404),
+)
+def topics(source: str, target: str) -> Topics:
+    return _queries().topics(source, target)
+
+
+@api.get(
+    "/v2/cluster-metrics/<source>/<target>/<metric>",
+    summary="A metric of a flow over time",
+    responses=_errors(400, 404),
+)
+def cluster_metrics(
+    source: str, target: str, metric: Metric, from_: From = None, to: To = None, resolution: Resolution = "1m"
+) -> MetricSeries:
+    return _queries().series(metric, source, target, from_ms=from_, to_ms=to, resolution=resolution)
+
+
+@api.get(
+    "/v2/topic-metrics/<source>/<target>/<upstreamTopic>/<metric>",
+    summary="A metric of a topic over time",
+    responses=_errors(400, 404),
+)
+def topic_metrics(
+    source: str,
+    target: str,
+    upstreamTopic: str,  # the route's name
+    metric: Metric,
+    from_: From = None,
+    to: To = None,
+    resolution: Resolution = "1m",
+) -> MetricSeries:
+    return _queries().series(metric, source, target, upstreamTopic, from_ms=from_, to_ms=to, resolution=resolution)
+
+
+@api.get(
+    "/v2/partition-metrics/<source>/<target>/<upstreamTopic>/<partition>/<metric>",
+    summary="A metric of one partition of a topic over time",
+    responses=_errors(400, 404),
+)
+def partition_metrics(
+    source: str,
+    target: str,
+    upstreamTopic: str,  # the route's name
+    partition: int,
+    metric: Metric,
+    from_: From = None,
+    to: To = None,
+    resolution: Resolution = "1m",
+) -> MetricSeries:
+    return _queries().series(
+        metric, source, target, upstreamTopic, partition, from_ms=from_, to_ms=to, resolution=resolution
+    )
+
+
+@logger.inject_lambda_context(log_event=False)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return api.resolve(event, context)
+
+
+def openapi_json() -> str:
+    return api.get_openapi_json_schema(
+        title="serverless-srm metrics API",
+        version="2",
+        description="Replication metrics of the flows this deployment runs (MM2/SRM metric names; times in epoch ms).",
+    )
+
+
+if __name__ == "__main__":
+    sys.stdout.write(openapi_json() + "\n")
