@@ -207,3 +207,15 @@ def test_unknown_route_is_404(tables: dict[str, Any]) -> None:
 def test_committed_openapi_spec_is_the_generated_one() -> None:
     # regenerate with: python -m srm.handlers.metrics_api > openapi/metrics-api.json
     assert json.loads(SPEC.read_text()) == json.loads(openapi_json())
+
+
+def test_swagger_ui_is_served_with_its_assets_inlined(tables: dict[str, Any]) -> None:
+    event = load_event("api_gateway_metrics.json")
+    event.update(path="/swagger", queryStringParameters=None, multiValueQueryStringParameters=None)
+    response = lambda_handler(event, CONTEXT)
+    assert response["statusCode"] == 200
+    page = response["body"]
+    assert "SwaggerUIBundle" in page and "<script src=" not in page  # the bundle is in the page, no CDN
+    event.update(queryStringParameters={"format": "json"}, multiValueQueryStringParameters={"format": ["json"]})
+    served = lambda_handler(event, CONTEXT)
+    assert json.loads(served["body"])["paths"].keys() == json.loads(SPEC.read_text())["paths"].keys()

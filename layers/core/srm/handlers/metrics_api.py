@@ -1,7 +1,7 @@
 """The metrics API function (API Gateway REST proxy): flows, their topics and metric series, as JSON.
 
 Routes and validation are Powertools' event handler; its OpenAPI generation gives the committed spec
-(``python -m srm.handlers.metrics_api > openapi/metrics-api.json`` regenerates it). The queries are
+(``python -m srm.handlers.metrics_api > openapi/metrics-api.json`` regenerates it) and Swagger UI at ``/swagger``. The queries are
 :mod:`srm.control.metrics`.
 """
 
@@ -25,6 +25,11 @@ __all__ = ["api", "lambda_handler", "openapi_json"]
 
 logger = Logger(service="srm-metrics-api")
 api = APIGatewayRestResolver(enable_validation=True)
+TITLE = "serverless-srm metrics API"
+VERSION = "2"
+DESCRIPTION = "Replication metrics of the flows this deployment runs (MM2/SRM metric names; times in epoch ms)."
+# Powertools inlines Swagger UI's script and styles into the page (no swagger_base_url): it works offline
+api.enable_swagger(path="/swagger", title=TITLE, version=VERSION, description=DESCRIPTION)
 
 Resolution = Annotated[Literal["1m", "1h"], Query(description="window size of the points")]
 From = Annotated[int | None, Query(alias="from", description="epoch ms; default: `to` − 2 hours")]
@@ -138,11 +143,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def openapi_json() -> str:
-    return api.get_openapi_json_schema(
-        title="serverless-srm metrics API",
-        version="2",
-        description="Replication metrics of the flows this deployment runs (MM2/SRM metric names; times in epoch ms).",
-    )
+    return api.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION)
 
 
 if __name__ == "__main__":
