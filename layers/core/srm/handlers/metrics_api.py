@@ -1,8 +1,8 @@
 """The metrics API function (API Gateway REST proxy): flows, their topics and metric series, as JSON.
 
 Routes and validation are Powertools' event handler; its OpenAPI generation gives the committed spec
-(``python -m srm.handlers.metrics_api > openapi/metrics-api.json`` regenerates it) and Swagger UI at ``/swagger``. The queries are
-:mod:`srm.control.metrics`.
+(``python -m srm.handlers.metrics_api > openapi/metrics-api.json`` regenerates it) and Swagger UI at ``/swagger``.
+The queries are :mod:`srm.control.metrics`.
 """
 
 from __future__ import annotations
