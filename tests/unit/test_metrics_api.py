@@ -219,3 +219,11 @@ def test_swagger_ui_is_served_with_its_assets_inlined(tables: dict[str, Any]) ->
     event.update(queryStringParameters={"format": "json"}, multiValueQueryStringParameters={"format": ["json"]})
     served = lambda_handler(event, CONTEXT)
     assert json.loads(served["body"])["paths"].keys() == json.loads(SPEC.read_text())["paths"].keys()
+
+
+def test_the_sample_event_as_api_gateway_delivers_it(tables: dict[str, Any]) -> None:
+    response = lambda_handler(load_event("api_gateway_metrics.json"), CONTEXT)
+    assert response["statusCode"] == 200
+    body = json.loads(response["body"])
+    assert (body["metric"], body["upstream_topic"]) == ("record-count", "orders")
+    assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(W1, 100), (W2, 50)]
