@@ -8,11 +8,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, get_args
+from urllib.parse import unquote
 
 import boto3
 import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, settings
 from moto import mock_aws
+from schemathesis.core.transport import Response
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from srm.app import App
 from srm.aws.config_table import ConfigStore, create_config_table
@@ -20,8 +26,9 @@ from srm.aws.metrics_table import MetricsTable, create_metrics_table
 from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
-from srm.control.metrics import METRICS
+from srm.control.metrics import METRICS, BadRequestError, MetricName, MetricQueries
 from srm.handlers.metrics_api import lambda_handler, openapi_json
+from srm.metrics.names import TABLE_ATTRIBUTES
 from srm.metrics.series import MetricPoint, Series
 from tests.support.events import load_event
 
@@ -182,7 +189,7 @@ def test_partition_drill_down(tables: dict[str, Any]) -> None:
         ("/v2/cluster-metrics/b/c/record-count", {}, 404, ["unknown flow b->c"]),
         ("/v2/topic-metrics/a/b/payments/record-count", {}, 404, ["unknown topic 'payments'"]),
         ("/v2/partition-metrics/a/b/orders/2/record-count", {}, 404, ["unknown partition 2", "2 partitions"]),
-        ("/v2/cluster-metrics/a/b/bogus", {}, 400, ["unknown metric 'bogus'", *METRICS]),
+        ("/v2/cluster-metrics/a/b/bogus", {}, 400, ["metric", *METRICS]),
         ("/v2/cluster-metrics/a/b/record-count", {"from": str(NOW), "to": str(W1)}, 400, ["is after to"]),
         ("/v2/cluster-metrics/a/b/record-count", {"from": str(NOW - 16 * 86_400_000)}, 400, ["retention"]),
         ("/v2/cluster-metrics/a/b/record-count", {"resolution": "5m"}, 400, ["resolution", "1m", "1h"]),
@@ -199,9 +206,25 @@ def test_errors_are_json_naming_what_was_wrong(
         assert word in body["message"]
 
 
-def test_unknown_route_is_404(tables: dict[str, Any]) -> None:
-    status, _ = get("/v2/nothing")
-    assert status == 404
+def test_unknown_route_is_404_and_another_method_405(tables: dict[str, Any]) -> None:
+    status, body = get("/v2/nothing")
+    assert status == 404 and "/v2/replications" in body["message"]
+    event = load_event("api_gateway_metrics.json")
+    event["httpMethod"] = "DELETE"
+    response = lambda_handler(event, CONTEXT)
+    assert response["statusCode"] == 405 and response["multiValueHeaders"]["Allow"] == ["GET"]
+
+
+def test_metric_names_are_the_metrics_table_attributes() -> None:
+    assert get_args(MetricName) == tuple(METRICS)
+    assert set(METRICS) <= set(TABLE_ATTRIBUTES)
+
+
+def test_unknown_metric_names_the_valid_ones_without_http(tables: dict[str, Any]) -> None:
+    with pytest.raises(BadRequestError, match="unknown metric 'bogus'; valid metrics: record-count, byte-count"):
+        App.reset()
+        app = App.current()
+        MetricQueries(app.config_store, app.state, app.metrics_table).series("bogus", "a", "b")
 
 
 def test_committed_openapi_spec_is_the_generated_one() -> None:
@@ -227,3 +250,32 @@ def test_the_sample_event_as_api_gateway_delivers_it(tables: dict[str, Any]) -> 
     body = json.loads(response["body"])
     assert (body["metric"], body["upstream_topic"]) == ("record-count", "orders")
     assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(W1, 100), (W2, 50)]
+
+
+contract = schemathesis.openapi.from_path(SPEC)
+
+
+@contract.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_every_route_honours_the_committed_spec(tables: dict[str, Any], case: Any) -> None:
+    # API Gateway REST hands the function the decoded path
+    path = unquote(case.formatted_path)
+    query = {k: str(v) for k, v in (case.query or {}).items()}
+    event = load_event("api_gateway_metrics.json")
+    event.update(
+        path=path,
+        httpMethod=case.method,
+        queryStringParameters=query or None,
+        multiValueQueryStringParameters={k: [v] for k, v in query.items()} or None,
+    )
+    answer = lambda_handler(event, CONTEXT)
+    response = Response(
+        status_code=answer["statusCode"],
+        headers=answer["multiValueHeaders"],
+        content=answer["body"].encode(),
+        request=requests.Request(case.method, f"http://api{case.formatted_path}", params=query).prepare(),
+        elapsed=0.0,
+        verify=False,
+    )
+    # a schema-valid request may still be refused (from after to, beyond retention): the spec cannot say so
+    case.validate_response(response, excluded_checks=[positive_data_acceptance])

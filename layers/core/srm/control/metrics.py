@@ -23,6 +23,7 @@ __all__ = [
     "METRICS",
     "BadRequestError",
     "FlowSummary",
+    "MetricName",
     "MetricQueries",
     "MetricSeries",
     "NotFoundError",
@@ -31,7 +32,18 @@ __all__ = [
     "Topics",
 ]
 
-# The metrics the API serves → their unit (names as the metrics table stores them, MM2's and SRM's).
+MetricName = Literal[
+    "record-count",
+    "byte-count",
+    "record-rate",
+    "byte-rate",
+    "replication-latency-ms",
+    "record-age-ms",
+    "checkpoint-latency-ms",
+    "replication-records-lag",
+    "heartbeat-age-ms",
+]
+# The metrics the API serves (MetricName's, as the metrics table stores them: MM2's and SRM's names) → their unit.
 METRICS: Mapping[str, str] = {
     "record-count": "records",
     "byte-count": "bytes",

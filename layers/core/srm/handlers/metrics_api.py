@@ -8,6 +8,7 @@ The queries are :mod:`srm.control.metrics`.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Annotated, Any, Literal
 
@@ -19,12 +20,27 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
 from srm.app import App
-from srm.control.metrics import BadRequestError, MetricQueries, MetricSeries, NotFoundError, Replications, Topics
+from srm.control.metrics import (
+    BadRequestError,
+    MetricName,
+    MetricQueries,
+    MetricSeries,
+    NotFoundError,
+    Replications,
+    Topics,
+)
 
 __all__ = ["api", "lambda_handler", "openapi_json"]
 
 logger = Logger(service="srm-metrics-api")
 api = APIGatewayRestResolver(enable_validation=True)
+ROUTES = (
+    "/v2/replications",
+    "/v2/replications/<source>/<target>/topics",
+    "/v2/cluster-metrics/<source>/<target>/<metric>",
+    "/v2/topic-metrics/<source>/<target>/<upstreamTopic>/<metric>",
+    "/v2/partition-metrics/<source>/<target>/<upstreamTopic>/<partition>/<metric>",
+)
 TITLE = "serverless-srm metrics API"
 VERSION = "2"
 DESCRIPTION = "Replication metrics of the flows this deployment runs (MM2/SRM metric names; times in epoch ms)."
@@ -34,7 +50,7 @@ api.enable_swagger(path="/swagger", title=TITLE, version=VERSION, description=DE
 Resolution = Annotated[Literal["1m", "1h"], Query(description="window size of the points")]
 From = Annotated[int | None, Query(alias="from", description="epoch ms; default: `to` − 2 hours")]
 To = Annotated[int | None, Query(alias="to", description="epoch ms; default: now")]
-Metric = Annotated[str, Path(description="record-count, byte-count, record-rate, byte-rate, replication-latency-ms, …")]
+Metric = Annotated[MetricName, Path(description="the metric (MM2's and SRM's names)")]
 
 
 class ErrorMessage(BaseModel):
@@ -73,15 +89,24 @@ def _invalid(e: RequestValidationError) -> Response[str]:
     return _error(400, problems)
 
 
-@api.get(
-    "/v2/replications", summary="Every flow with its status and figures over the last 5 minutes", responses=_errors(400)
-)
+@api.not_found
+def _no_route(_: Exception) -> Response[str]:
+    path, method = api.current_event.path, api.current_event.http_method
+    if method != "GET" and any(re.fullmatch(re.sub(r"<[^>]+>", "[^/]+", route), path) for route in ROUTES):
+        response = _error(405, f"{method} is not allowed on {path}; use GET")
+        response.headers["Allow"] = "GET"
+        return response
+    # a GET here has a route's shape but characters the router does not take in a path parameter
+    return _error(404, f"no such route: {path} (routes: {', '.join(ROUTES)})")
+
+
+@api.get(ROUTES[0], summary="Every flow with its status and figures over the last 5 minutes")
 def replications() -> Replications:
     return _queries().replications()
 
 
 @api.get(
-    "/v2/replications/<source>/<target>/topics",
+    ROUTES[1],
     summary="The topics of a flow with their figures",
     responses=_errors(400, 404),
 )
@@ -90,7 +115,7 @@ def topics(source: str, target: str) -> Topics:
 
 
 @api.get(
-    "/v2/cluster-metrics/<source>/<target>/<metric>",
+    ROUTES[2],
     summary="A metric of a flow over time",
     responses=_errors(400, 404),
 )
@@ -101,7 +126,7 @@ def cluster_metrics(
 
 
 @api.get(
-    "/v2/topic-metrics/<source>/<target>/<upstreamTopic>/<metric>",
+    ROUTES[3],
     summary="A metric of a topic over time",
     responses=_errors(400, 404),
 )
@@ -118,7 +143,7 @@ def topic_metrics(
 
 
 @api.get(
-    "/v2/partition-metrics/<source>/<target>/<upstreamTopic>/<partition>/<metric>",
+    ROUTES[4],
     summary="A metric of one partition of a topic over time",
     responses=_errors(400, 404),
 )
