@@ -221,10 +221,10 @@ def test_metric_names_are_the_metrics_table_attributes() -> None:
 
 
 def test_unknown_metric_names_the_valid_ones_without_http(tables: dict[str, Any]) -> None:
+    app = App.current()
+    queries = MetricQueries(app.config_store, app.state, app.metrics_table)
     with pytest.raises(BadRequestError, match="unknown metric 'bogus'; valid metrics: record-count, byte-count"):
-        App.reset()
-        app = App.current()
-        MetricQueries(app.config_store, app.state, app.metrics_table).series("bogus", "a", "b")
+        queries.series("bogus", "a", "b")
 
 
 def test_committed_openapi_spec_is_the_generated_one() -> None:
