@@ -6,6 +6,7 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_SOURCE`` / ``SRM_TARGET``   the flow's cluster aliases (a stack per replication flow)
 ``SRM_CONFIG_TABLE``              config table name (default ``srm-config``)
 ``SRM_STATE_TABLE``               state table name (default ``srm-state``)
+``SRM_METRICS_TABLE``             metrics table name (default ``srm-metrics``; the metrics API reads it)
 ``SRM_CONFIG_CACHE_SECONDS``      how stale the cached config may be (default 10)
 ``SRM_MIRROR_FUNCTION``           topic sync only: the mirror function's ARN, target of the event source mappings
 ``SRM_SOURCE_CLUSTER_ARN``        topic sync only: the source MSK cluster the mappings read
@@ -35,6 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from srm.aws.config_table import ConfigStore
 from srm.aws.firehose import FirehoseSink
 from srm.aws.lambda_mappings import LambdaEventSources
+from srm.aws.metrics_table import MetricsTable
 from srm.aws.state import StateStore
 from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import FlowSettings, SrmConfig
@@ -68,6 +70,7 @@ class Environment:
     target: str | None
     config_table: str = "srm-config"
     state_table: str = "srm-state"
+    metrics_table: str = "srm-metrics"
     config_cache_seconds: float = 10.0
     region: str = "us-east-1"
     mirror_function: str | None = None  # with source_cluster_arn: event source mappings through the Lambda API
@@ -88,6 +91,7 @@ class Environment:
             target=env.get("SRM_TARGET") or None,
             config_table=env.get("SRM_CONFIG_TABLE", "srm-config"),
             state_table=env.get("SRM_STATE_TABLE", "srm-state"),
+            metrics_table=env.get("SRM_METRICS_TABLE", "srm-metrics"),
             config_cache_seconds=cache,
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             mirror_function=env.get("SRM_MIRROR_FUNCTION") or None,
@@ -167,6 +171,7 @@ class App:
         )
         self.config_store = ConfigStore(self.dynamodb, env.config_table, env.config_cache_seconds)
         self.state = StateStore(self.dynamodb, env.state_table)
+        self.metrics_table = MetricsTable(self.dynamodb, env.metrics_table)
         self.kafka = KafkaClients(secrets_manager_resolver(env.region))
         self._remote_topics: dict[Flow, RemoteTopics] = {}
         self._internal_topics: set[tuple[str, str]] = set()

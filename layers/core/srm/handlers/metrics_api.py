@@ -1,0 +1,175 @@
+"""The metrics API function (API Gateway REST proxy): flows, their topics and metric series, as JSON.
+
+Routes and validation are Powertools' event handler; its OpenAPI generation gives the committed spec
+(``python -m srm.handlers.metrics_api > openapi/metrics-api.json`` regenerates it) and Swagger UI at ``/swagger``.
+The queries are :mod:`srm.control.metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel
+
+from srm.app import App
+from srm.control.metrics import (
+    BadRequestError,
+    MetricName,
+    MetricQueries,
+    MetricSeries,
+    NotFoundError,
+    Replications,
+    Topics,
+)
+
+__all__ = ["api", "lambda_handler", "openapi_json"]
+
+logger = Logger(service="srm-metrics-api")
+api = APIGatewayRestResolver(enable_validation=True)
+ROUTES = (
+    "/v2/replications",
+    "/v2/replications/<source>/<target>/topics",
+    "/v2/cluster-metrics/<source>/<target>/<metric>",
+    "/v2/topic-metrics/<source>/<target>/<upstreamTopic>/<metric>",
+    "/v2/partition-metrics/<source>/<target>/<upstreamTopic>/<partition>/<metric>",
+)
+TITLE = "serverless-srm metrics API"
+VERSION = "2"
+DESCRIPTION = "Replication metrics of the flows this deployment runs (MM2/SRM metric names; times in epoch ms)."
+# Powertools inlines Swagger UI's script and styles into the page (no swagger_base_url): it works offline
+api.enable_swagger(path="/swagger", title=TITLE, version=VERSION, description=DESCRIPTION)
+
+Resolution = Annotated[Literal["1m", "1h"], Query(description="window size of the points")]
+From = Annotated[int | None, Query(alias="from", description="epoch ms; default: `to` − 2 hours")]
+To = Annotated[int | None, Query(alias="to", description="epoch ms; default: now")]
+Metric = Annotated[MetricName, Path(description="the metric (MM2's and SRM's names)")]
+
+
+class ErrorMessage(BaseModel):
+    message: str
+
+
+def _errors(*codes: int) -> dict[int, OpenAPIResponse]:
+    what = {400: "Unknown metric, bad time range or resolution", 404: "Unknown flow, cluster, topic or partition"}
+    return {c: {"description": what[c], "content": {"application/json": {"model": ErrorMessage}}} for c in codes}
+
+
+def _queries() -> MetricQueries:
+    app = App.current()
+    return MetricQueries(app.config_store, app.state, app.metrics_table)
+
+
+def _error(status: int, message: str) -> Response[str]:
+    return Response(status_code=status, content_type="application/json", body=json.dumps({"message": message}))
+
+
+@api.exception_handler(NotFoundError)
+def _not_found(e: NotFoundError) -> Response[str]:
+    return _error(404, str(e))
+
+
+@api.exception_handler(BadRequestError)
+def _bad_request(e: BadRequestError) -> Response[str]:
+    return _error(400, str(e))
+
+
+@api.exception_handler(RequestValidationError)
+def _invalid(e: RequestValidationError) -> Response[str]:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err.get('loc', ())[1:]) or 'request'}: {err.get('msg')}" for err in e.errors()
+    )
+    return _error(400, problems)
+
+
+@api.not_found
+def _no_route(_: Exception) -> Response[str]:
+    path, method = api.current_event.path, api.current_event.http_method
+    if method != "GET" and any(re.fullmatch(re.sub(r"<[^>]+>", "[^/]+", route), path) for route in ROUTES):
+        response = _error(405, f"{method} is not allowed on {path}; use GET")
+        response.headers["Allow"] = "GET"
+        return response
+    # a GET here has a route's shape but characters the router does not take in a path parameter
+    return _error(404, f"no such route: {path} (routes: {', '.join(ROUTES)})")
+
+
+@api.get(ROUTES[0], summary="Every flow with its status and figures over the last 5 minutes")
+def replications() -> Replications:
+    return _queries().replications()
+
+
+@api.get(
+    ROUTES[1],
+    summary="The topics of a flow with their figures",
+    responses=_errors(400, 404),
+)
+def topics(source: str, target: str) -> Topics:
+    return _queries().topics(source, target)
+
+
+@api.get(
+    ROUTES[2],
+    summary="A metric of a flow over time",
+    responses=_errors(400, 404),
+)
+def cluster_metrics(
+    source: str, target: str, metric: Metric, from_: From = None, to: To = None, resolution: Resolution = "1m"
+) -> MetricSeries:
+    return _queries().series(metric, source, target, from_ms=from_, to_ms=to, resolution=resolution)
+
+
+@api.get(
+    ROUTES[3],
+    summary="A metric of a topic over time",
+    responses=_errors(400, 404),
+)
+def topic_metrics(
+    source: str,
+    target: str,
+    upstreamTopic: str,  # the route's name
+    metric: Metric,
+    from_: From = None,
+    to: To = None,
+    resolution: Resolution = "1m",
+) -> MetricSeries:
+    return _queries().series(metric, source, target, upstreamTopic, from_ms=from_, to_ms=to, resolution=resolution)
+
+
+@api.get(
+    ROUTES[4],
+    summary="A metric of one partition of a topic over time",
+    responses=_errors(400, 404),
+)
+def partition_metrics(
+    source: str,
+    target: str,
+    upstreamTopic: str,  # the route's name
+    partition: int,
+    metric: Metric,
+    from_: From = None,
+    to: To = None,
+    resolution: Resolution = "1m",
+) -> MetricSeries:
+    return _queries().series(
+        metric, source, target, upstreamTopic, partition, from_ms=from_, to_ms=to, resolution=resolution
+    )
+
+
+@logger.inject_lambda_context(log_event=False)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return api.resolve(event, context)
+
+
+def openapi_json() -> str:
+    return api.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(openapi_json() + "\n")

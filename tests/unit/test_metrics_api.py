@@ -1,0 +1,281 @@
+"""srm.handlers.metrics_api: every route through the Lambda handler with API Gateway REST proxy events, on moto
+tables written through the adapters with known values; the committed OpenAPI spec equals the generated one."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, get_args
+from urllib.parse import unquote
+
+import boto3
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, settings
+from moto import mock_aws
+from schemathesis.core.transport import Response
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+from srm.app import App
+from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.metrics_table import MetricsTable, create_metrics_table
+from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
+from srm.config.parsing import Properties
+from srm.config.settings import SrmConfig
+from srm.control.metrics import METRICS, BadRequestError, MetricName, MetricQueries
+from srm.handlers.metrics_api import lambda_handler, openapi_json
+from srm.metrics.names import TABLE_ATTRIBUTES
+from srm.metrics.series import MetricPoint, Series
+from tests.support.events import load_event
+
+SPEC = Path(__file__).resolve().parents[2] / "openapi" / "metrics-api.json"
+CONTEXT = SimpleNamespace(
+    function_name="metrics-api",
+    memory_limit_in_mb=256,
+    invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:metrics-api",
+    aws_request_id="req-1",
+)
+NOW = int(time.time() * 1000) // 60_000 * 60_000  # the current minute's window start
+W1, W2 = NOW - 3 * 60_000, NOW - 2 * 60_000  # two recent windows
+OLD = NOW - 60 * 60_000  # an hour ago: in the 2-hour default range, not in the last 5 minutes
+LATENCY_1 = {"count": 100, "min": 5, "max": 90, "avg": 20.5, "p50": 18, "p95": 60, "p99": 85}
+LATENCY_2 = {"count": 50, "min": 4, "max": 120, "avg": 30.0, "p50": 25, "p95": 100, "p99": 110}
+
+
+def window(record_count: int, lag: int, latency: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {
+        "record-count": record_count,
+        "byte-count": record_count * 10,
+        "record-rate": record_count / 60,
+        "replication-latency-ms": latency,
+        "replication-records-lag": lag,
+        **more,
+    }
+
+
+@pytest.fixture
+def tables(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Config: flows a->b (active), a->c (disabled), b->a (no data), c->a (failing batches); rows for a->b."""
+    for name, value in {
+        "SRM_CONFIG_TABLE": "config",
+        "SRM_STATE_TABLE": "state",
+        "SRM_METRICS_TABLE": "metrics",
+        "SRM_CONFIG_CACHE_SECONDS": "0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="us-east-1")
+        create_config_table(db, "config")
+        create_state_table(db, "state")
+        create_metrics_table(db, "metrics")
+        props = {
+            "clusters": "a, b, c",
+            **{f"{c}.bootstrap.servers": f"{c}:9092" for c in "abc"},
+            "a->b.enabled": "true",
+            "a->b.topics": "orders",
+            "a->c.enabled": "false",
+            "b->a.enabled": "true",
+            "c->a.enabled": "true",
+        }
+        ConfigStore(db, "config").replace_all(SrmConfig.from_properties(Properties.of(props)))
+        state = StateStore(db, "state")
+        state.put_topic_mapping("a", "b", TopicMappingRecord("orders", "a.orders", 2))
+        state.update_flow_status("a", "b", heartbeat_ms=NOW - 4_000, heartbeat_replicated_ms=NOW - 1_000)
+        state.update_flow_status("a", "b", last_checkpoint_ms=NOW - 30_000)
+        metrics = MetricsTable(db, "metrics")
+        flow, topic = Series("1m", "flow", "a", "b"), Series("1m", "topic", "a", "b", "orders")
+        metrics.write(
+            [
+                MetricPoint(flow, OLD, window(1000, 40, LATENCY_1)),
+                MetricPoint(flow, W2, window(50, 3, LATENCY_2)),  # written out of order on purpose
+                MetricPoint(flow, W1, window(100, 7, LATENCY_1, **{"heartbeat-age-ms": 900})),
+                MetricPoint(topic, W1, window(100, 7, LATENCY_1)),
+                MetricPoint(topic, W2, window(50, 3, LATENCY_2)),
+                MetricPoint(Series("1m", "partition", "a", "b", "orders", 1), W1, window(60, 4, LATENCY_1)),
+                MetricPoint(Series("1h", "flow", "a", "b"), NOW - 3_600_000, window(1150, 3, LATENCY_2)),
+                MetricPoint(Series("1m", "flow", "c", "a"), W1, {"record-count": 5, "replication-failures": 2}),
+            ]
+        )
+        App.reset()
+        yield {"db": db}
+        App.reset()
+
+
+def get(path: str, **query: str) -> tuple[int, dict[str, Any]]:
+    event = load_event("api_gateway_metrics.json")
+    event["path"] = path
+    event["requestContext"]["path"] = "/prod" + path
+    event["queryStringParameters"] = query or None
+    event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} or None
+    response = lambda_handler(event, CONTEXT)
+    assert response["multiValueHeaders"]["Content-Type"] == ["application/json"]
+    return response["statusCode"], json.loads(response["body"])
+
+
+def test_replications_lists_every_flow_with_status_and_recent_figures(tables: dict[str, Any]) -> None:
+    status, body = get("/v2/replications")
+    assert status == 200
+    flows = {(f["source"], f["target"]): f for f in body["replications"]}
+    assert {k: f["status"] for k, f in flows.items()} == {
+        ("a", "b"): "ACTIVE",
+        ("a", "c"): "DISABLED",
+        ("b", "a"): "INACTIVE",
+        ("c", "a"): "FAILING",
+    }
+    ab = flows[("a", "b")]
+    assert ab["enabled"] is True and ab["topics"] == 1
+    # the last 5 minutes only: the window an hour ago is left out
+    assert ab["figures"]["records"] == 150 and ab["figures"]["bytes"] == 1500
+    assert ab["figures"]["record_rate"] == pytest.approx(150 / 300)
+    assert ab["figures"]["latency_p99_ms"] == 110
+    assert ab["figures"]["lag"] == 3  # the latest window's
+    assert ab["last_checkpoint_ms"] == NOW - 30_000
+    assert ab["heartbeat_age_ms"] >= 4_000
+    assert flows[("b", "a")]["figures"]["records"] == 0 and flows[("b", "a")]["figures"]["lag"] is None
+
+
+def test_topics_of_a_flow_give_upstream_and_remote_names_and_figures(tables: dict[str, Any]) -> None:
+    status, body = get("/v2/replications/a/b/topics")
+    assert status == 200
+    [orders] = body["topics"]
+    assert (orders["upstream_topic"], orders["remote_topic"], orders["partitions"]) == ("orders", "a.orders", 2)
+    assert orders["figures"]["records"] == 150 and orders["figures"]["lag"] == 3
+
+
+def test_cluster_metric_defaults_to_the_last_two_hours_sorted_by_window(tables: dict[str, Any]) -> None:
+    status, body = get("/v2/cluster-metrics/a/b/record-count")
+    assert status == 200
+    assert (body["metric"], body["unit"], body["resolution"]) == ("record-count", "records", "1m")
+    assert body["to_ms"] - body["from_ms"] == 2 * 3_600_000
+    assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(OLD, 1000), (W1, 100), (W2, 50)]
+
+
+def test_cluster_metric_over_a_range_and_hourly(tables: dict[str, Any]) -> None:
+    _, body = get("/v2/cluster-metrics/a/b/replication-records-lag", **{"from": str(W1), "to": str(NOW)})
+    assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(W1, 7), (W2, 3)]
+    _, body = get("/v2/cluster-metrics/a/b/heartbeat-age-ms", **{"from": str(W1 + 1)})  # W1's window holds from
+    assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(W1, 900)]
+    _, hourly = get("/v2/cluster-metrics/a/b/record-count", resolution="1h")
+    assert hourly["resolution"] == "1h"
+    assert [(p["timestamp"], p["value"]) for p in hourly["points"]] == [(NOW - 3_600_000, 1150)]
+
+
+def test_topic_distribution_points_carry_their_summary(tables: dict[str, Any]) -> None:
+    status, body = get("/v2/topic-metrics/a/b/orders/replication-latency-ms")
+    assert status == 200
+    assert body["unit"] == "ms" and body["upstream_topic"] == "orders"
+    first, second = body["points"]
+    assert first == {"timestamp": W1, "value": 20.5, **LATENCY_1}
+    assert second == {"timestamp": W2, "value": 30.0, **LATENCY_2}
+
+
+def test_partition_drill_down(tables: dict[str, Any]) -> None:
+    status, body = get("/v2/partition-metrics/a/b/orders/1/record-count")
+    assert status == 200 and body["partition"] == 1
+    assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(W1, 60)]
+    _, empty = get("/v2/partition-metrics/a/b/orders/0/record-count")
+    assert empty["points"] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "status", "words"),
+    [
+        ("/v2/replications/a/x/topics", {}, 404, ["unknown cluster 'x'"]),
+        ("/v2/replications/b/c/topics", {}, 404, ["unknown flow b->c"]),
+        ("/v2/cluster-metrics/b/c/record-count", {}, 404, ["unknown flow b->c"]),
+        ("/v2/topic-metrics/a/b/payments/record-count", {}, 404, ["unknown topic 'payments'"]),
+        ("/v2/partition-metrics/a/b/orders/2/record-count", {}, 404, ["unknown partition 2", "2 partitions"]),
+        ("/v2/cluster-metrics/a/b/bogus", {}, 400, ["metric", *METRICS]),
+        ("/v2/cluster-metrics/a/b/record-count", {"from": str(NOW), "to": str(W1)}, 400, ["is after to"]),
+        ("/v2/cluster-metrics/a/b/record-count", {"from": str(NOW - 16 * 86_400_000)}, 400, ["retention"]),
+        ("/v2/cluster-metrics/a/b/record-count", {"resolution": "5m"}, 400, ["resolution", "1m", "1h"]),
+        ("/v2/cluster-metrics/a/b/record-count", {"from": "yesterday"}, 400, ["from"]),
+        ("/v2/partition-metrics/a/b/orders/first/record-count", {}, 400, ["partition"]),
+    ],
+)
+def test_errors_are_json_naming_what_was_wrong(
+    tables: dict[str, Any], path: str, query: dict[str, str], status: int, words: list[str]
+) -> None:
+    got, body = get(path, **query)
+    assert got == status
+    for word in words:
+        assert word in body["message"]
+
+
+def test_unknown_route_is_404_and_another_method_405(tables: dict[str, Any]) -> None:
+    status, body = get("/v2/nothing")
+    assert status == 404 and "/v2/replications" in body["message"]
+    event = load_event("api_gateway_metrics.json")
+    event["httpMethod"] = "DELETE"
+    response = lambda_handler(event, CONTEXT)
+    assert response["statusCode"] == 405 and response["multiValueHeaders"]["Allow"] == ["GET"]
+
+
+def test_metric_names_are_the_metrics_table_attributes() -> None:
+    assert get_args(MetricName) == tuple(METRICS)
+    assert set(METRICS) <= set(TABLE_ATTRIBUTES)
+
+
+def test_unknown_metric_names_the_valid_ones_without_http(tables: dict[str, Any]) -> None:
+    app = App.current()
+    queries = MetricQueries(app.config_store, app.state, app.metrics_table)
+    with pytest.raises(BadRequestError, match="unknown metric 'bogus'; valid metrics: record-count, byte-count"):
+        queries.series("bogus", "a", "b")
+
+
+def test_committed_openapi_spec_is_the_generated_one() -> None:
+    # regenerate with: python -m srm.handlers.metrics_api > openapi/metrics-api.json
+    assert json.loads(SPEC.read_text()) == json.loads(openapi_json())
+
+
+def test_swagger_ui_is_served_with_its_assets_inlined(tables: dict[str, Any]) -> None:
+    event = load_event("api_gateway_metrics.json")
+    event.update(path="/swagger", queryStringParameters=None, multiValueQueryStringParameters=None)
+    response = lambda_handler(event, CONTEXT)
+    assert response["statusCode"] == 200
+    page = response["body"]
+    assert "SwaggerUIBundle" in page and "<script src=" not in page  # the bundle is in the page, no CDN
+    event.update(queryStringParameters={"format": "json"}, multiValueQueryStringParameters={"format": ["json"]})
+    served = lambda_handler(event, CONTEXT)
+    assert json.loads(served["body"])["paths"].keys() == json.loads(SPEC.read_text())["paths"].keys()
+
+
+def test_the_sample_event_as_api_gateway_delivers_it(tables: dict[str, Any]) -> None:
+    response = lambda_handler(load_event("api_gateway_metrics.json"), CONTEXT)
+    assert response["statusCode"] == 200
+    body = json.loads(response["body"])
+    assert (body["metric"], body["upstream_topic"]) == ("record-count", "orders")
+    assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(W1, 100), (W2, 50)]
+
+
+contract = schemathesis.openapi.from_path(SPEC)
+
+
+@contract.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_every_route_honours_the_committed_spec(tables: dict[str, Any], case: Any) -> None:
+    # API Gateway REST hands the function the decoded path
+    path = unquote(case.formatted_path)
+    query = {k: str(v) for k, v in (case.query or {}).items()}
+    event = load_event("api_gateway_metrics.json")
+    event.update(
+        path=path,
+        httpMethod=case.method,
+        queryStringParameters=query or None,
+        multiValueQueryStringParameters={k: [v] for k, v in query.items()} or None,
+    )
+    answer = lambda_handler(event, CONTEXT)
+    response = Response(
+        status_code=answer["statusCode"],
+        headers=answer["multiValueHeaders"],
+        content=answer["body"].encode(),
+        request=requests.Request(case.method, f"http://api{case.formatted_path}", params=query).prepare(),
+        elapsed=0.0,
+        verify=False,
+    )
+    # a schema-valid request may still be refused (from after to, beyond retention): the spec cannot say so
+    case.validate_response(response, excluded_checks=[positive_data_acceptance])
