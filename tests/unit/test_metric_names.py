@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cfnlint.decode import cfn_yaml
 
 from srm.core.plans import TopicPlan
 from srm.handlers.checkpoint import checkpoint_values
@@ -67,26 +68,36 @@ def emf_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "srm-mirror")  # as the template sets it: no dimension from it
 
 
-def test_every_function_prints_valid_emf_with_flow_and_topic_dimensions_only(capsys: pytest.CaptureFixture[str]):
+def every_kind_of_value() -> list[list[tuple[str, float, str | None]]]:
+    """What each function publishes, one list per invocation (each metric at least once)."""
     batch = BatchResult(records=3, bytes=300, topics={"orders": TopicStats(2, 200, 40, 50), "pay": TopicStats(1, 100)})
     checkpoints = CheckpointResult(checkpointed=2, skipped={"unchanged": 1}, latency=Sketch.of([12.0, 30.0]))
     sample = FlowSample(lag={"orders": 5, "pay": 0}, heartbeat_age_ms=900, heartbeat_latency_ms=20)
     sync = TopicSyncResult(TopicPlan(), created=["a.orders"], configs_changed=["a.orders"], acls=AclSyncResult())
-    emitted: set[str] = set()
-    for values in (
+    return [
         mirror_values(batch),
         [("ReplicatorFailure", 1, None)],
         checkpoint_values(checkpoints, sample),
         [*topic_sync_values(sync), ("TopicSyncFailures", 0, None)],
-    ):
+    ]
+
+
+def emitted_pairs(capsys: pytest.CaptureFixture[str]) -> set[tuple[str, tuple[str, ...]]]:
+    """(metric, sorted dimension names) of everything the functions print, each document checked."""
+    emitted: set[tuple[str, tuple[str, ...]]] = set()
+    for values in every_kind_of_value():
         publish("a->b", values)
         documents = printed(capsys)
         assert documents, "nothing printed"
         for document in documents:
-            pairs = check_emf(document)
-            emitted |= {name for name, _ in pairs}
+            emitted |= {(name, tuple(sorted(dimensions))) for name, dimensions in check_emf(document)}
             assert document["Flow"] == "a->b"
-    assert emitted == set(EMF_METRICS)  # the list holds what is emitted, no more
+    return emitted
+
+
+def test_every_function_prints_valid_emf_with_flow_and_topic_dimensions_only(capsys: pytest.CaptureFixture[str]):
+    emitted = emitted_pairs(capsys)
+    assert {name for name, _ in emitted} == set(EMF_METRICS)  # the list holds what is emitted, no more
 
 
 def test_an_unlisted_metric_name_is_refused():
@@ -100,18 +111,38 @@ def test_many_topics_stay_within_100_metrics_per_document(capsys: pytest.Capture
         check_emf(document)
 
 
-def template_metric_names() -> set[str]:
-    """Every CloudWatch metric name the templates use (alarms, dashboards)."""
-    names: set[str] = set()
-    for path in ROOT.glob("template*.yaml"):
-        text = path.read_text()
-        names |= set(re.findall(r"MetricName:\s*([A-Za-z]+)", text))
-        names |= set(re.findall(rf'"{NAMESPACE}",\s*"([A-Za-z]+)"', text))  # dashboard widgets
-    return names
+def template_metrics() -> list[tuple[str, str, tuple[str, ...]]]:
+    """(namespace, metric, sorted dimension names) of every metric the templates' alarms and dashboards use."""
+    found = []
+    for path in sorted(ROOT.glob("template*.yaml")):
+        template = json.loads(json.dumps(cfn_yaml.load(str(path))))
+        for logical_id, resource in template["Resources"].items():
+            props = resource.get("Properties", {})
+            if resource["Type"] == "AWS::CloudWatch::Alarm":
+                assert "Metrics" not in props, f"{logical_id}: metric math alarms are not checked here; extend the test"
+                dimensions = tuple(sorted(d["Name"] for d in props.get("Dimensions", [])))
+                found.append((props["Namespace"], props["MetricName"], dimensions))
+            elif resource["Type"] == "AWS::CloudWatch::Dashboard":
+                body = props["DashboardBody"]
+                body = body["Fn::Sub"] if isinstance(body, dict) else body
+                for widget in json.loads(body[0] if isinstance(body, list) else body)["widgets"]:
+                    for row in widget["properties"].get("metrics", []):
+                        parts = [p for p in row if isinstance(p, str)]
+                        # no search/math expressions and no "..." shorthand: every row names its metric in full
+                        assert len(parts) >= 2 and parts[0] != "..." and len(parts) % 2 == 0, f"{logical_id}: {row}"
+                        found.append((parts[0], parts[1], tuple(sorted(parts[2::2]))))
+    return found
 
 
-def test_names_used_in_templates_are_emitted():
-    assert template_metric_names() <= set(EMF_METRICS)
+def test_metrics_in_templates_are_emitted_with_those_dimensions(capsys: pytest.CaptureFixture[str]):
+    # GIVEN every metric the dashboards and alarms use WHEN compared with what the functions print
+    used = template_metrics()
+    ours = {(name, dimensions) for namespace, name, dimensions in used if namespace == NAMESPACE}
+    assert {"MessageLag", "HeartbeatAge", "ReplicatorFailure", "ReplicatedRecords"} <= {name for name, _ in ours}
+    # THEN each of srm's is emitted with that dimension set, and the others are the Lambda function metrics
+    assert ours <= emitted_pairs(capsys)
+    others = {(namespace, name, dimensions) for namespace, name, dimensions in used if namespace != NAMESPACE}
+    assert others == {("AWS/Lambda", "Errors", ("FunctionName",)), ("AWS/Lambda", "Throttles", ("FunctionName",))}
 
 
 def test_table_attributes_are_kebab_case_and_unique():

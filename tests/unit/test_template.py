@@ -7,6 +7,7 @@ import importlib.util
 import json
 import pkgutil
 import re
+import runpy
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -374,3 +375,65 @@ def test_functions_that_emit_raw_metrics_may_put_to_the_stream_only(translated: 
     for statement in grants:
         assert as_list(statement["Action"]) == ["firehose:PutRecordBatch"]
         assert "deliverystream/${MetricsStreamName}" in json.dumps(statement["Resource"])
+
+
+# -- (f) the flow's dashboard and alarms ------------------------------------------------------------------------------
+def test_dashboard_body_is_the_one_srm_generates(template: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    from srm.metrics import dashboard
+
+    # GIVEN the template's dashboard WHEN compared with the code's definition THEN the very same text
+    body = template["Resources"]["FlowDashboard"]["Properties"]["DashboardBody"]
+    assert body == {"Fn::Sub": dashboard.body()}, "regenerate it: python -m srm.metrics.dashboard"
+    runpy.run_path(dashboard.__file__, run_name="__main__")  # python -m srm.metrics.dashboard
+    assert capsys.readouterr().out == dashboard.body()
+    # AND its Lambda graphs cover every function of the stack, its alarm widget every alarm
+    assert set(dashboard.FUNCTIONS) == set(functions(template))
+    alarms = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert set(dashboard.ALARMS) == alarms
+    lambda_rows = [
+        row
+        for widget in json.loads(dashboard.body())["widgets"]
+        for row in widget["properties"].get("metrics", [])
+        if row[0] == "AWS/Lambda"
+    ]
+    assert {row[3] for row in lambda_rows} == {f"${{{f}}}" for f in dashboard.FUNCTIONS}
+
+
+def test_srm_metrics_in_the_dashboard_and_alarms_are_the_flows(template: dict[str, Any]) -> None:
+    from srm.metrics import dashboard
+
+    for widget in json.loads(dashboard.body())["widgets"]:
+        for row in widget["properties"].get("metrics", []):
+            if row[0] == "ServerlessSRM":
+                assert row[2:4] == ["Flow", dashboard.FLOW], row
+    for alarm_id in dashboard.ALARMS:
+        props = template["Resources"][alarm_id]["Properties"]
+        if props["Namespace"] == "ServerlessSRM":
+            assert props["Dimensions"] == [{"Name": "Flow", "Value": {"Fn::Sub": dashboard.FLOW}}], alarm_id
+        else:
+            assert props["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": "CheckpointFunction"}}], alarm_id
+
+
+def test_alarms_notify_the_optional_topic_with_the_parameters_thresholds(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    assert template["Parameters"]["AlarmTopicArn"]["Default"] == ""
+    action = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+    alarms = {k: r["Properties"] for k, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    for alarm_id, props in alarms.items():
+        assert props["AlarmActions"] == props["OKActions"] == action, alarm_id
+        assert props["ComparisonOperator"] == "GreaterThanThreshold", alarm_id
+    lag, heartbeat = alarms["LagAlarm"], alarms["HeartbeatAgeAlarm"]
+    assert (lag["MetricName"], lag["Threshold"], lag["EvaluationPeriods"]) == (
+        "MessageLag",
+        {"Ref": "LagAlarmThreshold"},
+        {"Ref": "LagAlarmPeriods"},
+    )
+    # the end-to-end check: no heartbeat age reported at all is as bad as an old one
+    assert (heartbeat["MetricName"], heartbeat["Threshold"], heartbeat["TreatMissingData"]) == (
+        "HeartbeatAge",
+        {"Ref": "HeartbeatAgeAlarmThresholdMs"},
+        "breaching",
+    )
+    for alarm_id, metric in (("FailedBatchesAlarm", "ReplicatorFailure"), ("CheckpointErrorsAlarm", "Errors")):
+        props = alarms[alarm_id]
+        assert (props["MetricName"], props["Statistic"], props["Threshold"]) == (metric, "Sum", 0), alarm_id
