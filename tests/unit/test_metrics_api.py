@@ -20,6 +20,7 @@ from moto import mock_aws
 from schemathesis.core.transport import Response
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+import srm.control.metrics
 from srm.app import App
 from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
@@ -60,6 +61,9 @@ def window(record_count: int, lag: int, latency: dict[str, Any], **more: Any) ->
 @pytest.fixture
 def tables(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Config: flows a->b (active), a->c (disabled), b->a (no data), c->a (failing batches); rows for a->b."""
+    # The API's clock stands inside NOW's minute: the windows below were chosen at import, and a long suite may run
+    # this test many minutes later, when "the last 5 minutes" would no longer hold them.
+    monkeypatch.setattr(srm.control.metrics, "_now", lambda now_ms: NOW + 30_000 if now_ms is None else now_ms)
     for name, value in {
         "SRM_CONFIG_TABLE": "config",
         "SRM_STATE_TABLE": "state",
