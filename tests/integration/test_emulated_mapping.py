@@ -4,58 +4,25 @@ once; committed offsets follow the handler."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from srm.local.event_source import EmulatedMapping, MappingSettings
 from tests.support.kafka import create_topic, numbered_records, produce, unique, wait_for
+from tests.support.mappings import Recorder, running_mapping
 
 pytestmark = pytest.mark.integration
-
-
-class Recorder:
-    """A handler that keeps every delivered record as (partition, offset, value)."""
-
-    def __init__(self) -> None:
-        self.delivered: list[tuple[int, int, bytes]] = []
-
-    def __call__(self, event: dict[str, Any], _context: Any) -> None:
-        for records in event["records"].values():
-            for r in records:
-                self.delivered.append((r["partition"], r["offset"], base64.b64decode(r["value"])))
 
 
 @pytest.fixture
 def mapping(clusters) -> Iterator[tuple[EmulatedMapping, Recorder, str, str, str]]:
     bootstrap, topic, group = clusters["a"].bootstrap, unique("esm-rest"), unique("esm-group")
     create_topic(bootstrap, topic, 3)
-    recorder = Recorder()
-    m = EmulatedMapping(
-        name=topic,
-        topic=topic,
-        consumer_config={
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": "false",
-            "isolation.level": "read_committed",
-        },
-        handler=recorder,
-        function_name="mirror",
-        source_arn="arn:aws:kafka:local:000000000000:cluster/a/0",
-        bootstrap_servers=bootstrap,
-        settings=MappingSettings(batch_size=500, batching_window_ms=100),
-    )
-    m.start()
-    try:
+    settings = MappingSettings(batch_size=500, batching_window_ms=100)
+    with running_mapping(bootstrap, topic, group, settings) as (m, recorder):
         yield m, recorder, bootstrap, topic, group
-    finally:
-        m.stop()
-        m.join(10)
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:

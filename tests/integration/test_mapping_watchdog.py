@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Consumer
 
 from srm.local.event_source import EmulatedMapping, MappingSettings
-from tests.integration.test_emulated_mapping import Recorder
 from tests.support.kafka import create_topic, numbered_records, produce, unique, wait_for
+from tests.support.mappings import Recorder, running_mapping
 
 pytestmark = pytest.mark.integration
 
@@ -25,30 +25,9 @@ BOUND_S = 2.0
 def mapping(clusters) -> Iterator[tuple[EmulatedMapping, Recorder, str, str, str]]:
     bootstrap, topic, group = clusters["a"].bootstrap, unique("wd"), unique("wd-group")
     create_topic(bootstrap, topic, 2)
-    recorder = Recorder()
-    m = EmulatedMapping(
-        name=topic,
-        topic=topic,
-        consumer_config={
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "group.instance.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": "false",
-            "isolation.level": "read_committed",
-        },
-        handler=recorder,
-        function_name="mirror",
-        source_arn="arn:aws:kafka:local:000000000000:cluster/a/0",
-        bootstrap_servers=bootstrap,
-        settings=MappingSettings(batch_size=200, batching_window_ms=50),
-    )
-    m.start()
-    try:
+    settings = MappingSettings(batch_size=200, batching_window_ms=50)
+    with running_mapping(bootstrap, topic, group, settings, static=True) as (m, recorder):
         yield m, recorder, bootstrap, topic, group
-    finally:
-        m.stop()
-        m.join(10)
 
 
 class Squatter:

@@ -1,0 +1,55 @@
+"""An emulated event source mapping on a test broker, recording what it delivers."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from srm.local.event_source import EmulatedMapping, MappingSettings
+
+
+class Recorder:
+    """A handler that keeps every delivered record as (partition, offset, value)."""
+
+    def __init__(self) -> None:
+        self.delivered: list[tuple[int, int, bytes]] = []
+
+    def __call__(self, event: dict[str, Any], _context: Any) -> None:
+        for records in event["records"].values():
+            for r in records:
+                self.delivered.append((r["partition"], r["offset"], base64.b64decode(r["value"])))
+
+
+@contextlib.contextmanager
+def running_mapping(
+    bootstrap: str, topic: str, group: str, settings: MappingSettings, *, static: bool = False
+) -> Iterator[tuple[EmulatedMapping, Recorder]]:
+    """A started mapping of ``topic`` in ``group`` (a static member when ``static``), stopped on exit."""
+    recorder = Recorder()
+    consumer_config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": "false",
+        "isolation.level": "read_committed",
+    }
+    if static:
+        consumer_config["group.instance.id"] = group
+    m = EmulatedMapping(
+        name=topic,
+        topic=topic,
+        consumer_config=consumer_config,
+        handler=recorder,
+        function_name="mirror",
+        source_arn="arn:aws:kafka:local:000000000000:cluster/a/0",
+        bootstrap_servers=bootstrap,
+        settings=settings,
+    )
+    m.start()
+    try:
+        yield m, recorder
+    finally:
+        m.stop()
+        m.join(10)
