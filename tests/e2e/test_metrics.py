@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+import requests
 
 from srm.aws.metrics_table import MetricsTable
 from srm.metrics.series import MetricPoint, Series
@@ -65,6 +66,15 @@ def test_the_metrics_table_counts_every_record_with_its_latency_and_lag_reaches_
             return laid[-1].values if laid and laid[-1].values["replication-records-lag"] == 0 else None
 
         wait_for(lag_zero, timeout=120, interval=1, message="lag 0 in the metrics table")
+        # … and the API srm run serves over HTTP says the same
+        api = (tmp_path / ".srm-local" / "api.url").read_text().strip()
+        window = {"from": str(start - 60_000), "to": str(int(time.time() * 1000) + 60_000)}
+        counts = requests.get(f"{api}/v2/topic-metrics/a/b/{topic}/record-count", params=window, timeout=10).json()
+        latency = requests.get(
+            f"{api}/v2/topic-metrics/a/b/{topic}/replication-latency-ms", params=window, timeout=10
+        ).json()
+        [flow] = requests.get(f"{api}/v2/replications", timeout=10).json()["replications"]
+        topics = requests.get(f"{api}/v2/replications/a/b/topics", timeout=10).json()["topics"]
         assert run.alive(), run.output()[-3000:]
 
     # THEN the table holds exactly N records of the topic (each counted once) …
@@ -76,3 +86,12 @@ def test_the_metrics_table_counts_every_record_with_its_latency_and_lag_reaches_
     assert MINUTES_AGO * 60_000 <= slowest < MINUTES_AGO * 60_000 + 120_000
     assert min(d["min"] for d in latencies) < 60_000
     assert all(d["p99"] <= d["max"] for d in latencies)
+    # the API: the same count and latencies, the flow active, the topic under both names with lag 0
+    assert sum(p["value"] for p in counts["points"]) == n
+    assert sum(p["count"] for p in latency["points"]) == n and max(p["max"] for p in latency["points"]) == slowest
+    assert [p["timestamp"] for p in counts["points"]] == sorted(p["timestamp"] for p in counts["points"])
+    assert (flow["source"], flow["target"], flow["status"]) == ("a", "b", "ACTIVE")
+    assert flow["topics"] == len(topics) and {"heartbeats", topic} <= {t["upstream_topic"] for t in topics}
+    [listed] = [t for t in topics if t["upstream_topic"] == topic]
+    assert (listed["upstream_topic"], listed["remote_topic"], listed["partitions"]) == (topic, f"a.{topic}", 2)
+    assert listed["figures"]["records"] == n and listed["figures"]["lag"] == 0

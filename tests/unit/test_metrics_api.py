@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, get_args
-from urllib.parse import unquote
 
 import boto3
 import pytest
@@ -17,7 +16,6 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
 from moto import mock_aws
-from schemathesis.core.transport import Response
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 import srm.control.metrics
@@ -29,6 +27,7 @@ from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.control.metrics import METRICS, BadRequestError, MetricName, MetricQueries
 from srm.handlers.metrics_api import lambda_handler, openapi_json
+from srm.local.api_server import ApiServer, api_url, gateway_event
 from srm.metrics.names import TABLE_ATTRIBUTES
 from srm.metrics.series import MetricPoint, Series
 from tests.support.events import load_event
@@ -256,30 +255,43 @@ def test_the_sample_event_as_api_gateway_delivers_it(tables: dict[str, Any]) -> 
     assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(W1, 100), (W2, 50)]
 
 
+@pytest.fixture
+def server(tables: dict[str, Any], tmp_path: Path) -> Iterator[ApiServer]:
+    """The handler behind ``srm run``'s HTTP server, on the moto tables."""
+    api = ApiServer(lambda_handler, 0, tmp_path)
+    api.start()
+    yield api
+    api.stop()
+
+
+def test_the_local_server_answers_as_api_gateway_and_writes_its_url(server: ApiServer, tmp_path: Path) -> None:
+    assert api_url(tmp_path) == server.url and server.url.startswith("http://127.0.0.1:")
+    got = requests.get(f"{server.url}/v2/topic-metrics/a/b/orders/record-count", params={"from": W1}, timeout=10)
+    assert got.status_code == 200 and got.headers["Content-Type"] == "application/json"
+    assert [(p["timestamp"], p["value"]) for p in got.json()["points"]] == [(W1, 100), (W2, 50)]
+    refused = requests.delete(f"{server.url}/v2/replications", timeout=10)
+    assert refused.status_code == 405 and refused.headers["Allow"] == "GET" and "use GET" in refused.json()["message"]
+    missing = requests.get(f"{server.url}/v2/replications/a/x/topics", timeout=10)
+    assert missing.status_code == 404 and "unknown cluster 'x'" in missing.json()["message"]
+    server.stop()
+    assert api_url(tmp_path) is None  # a stopped server leaves no URL behind
+    server.start = lambda: server.url  # type: ignore[method-assign]  # the fixture's stop() must find it stopped
+
+
+def test_gateway_event_decodes_path_and_query_as_api_gateway_does() -> None:
+    event = gateway_event("GET", "/v2/topic-metrics/a/b/my%20topic/record-count?from=1&to=2&to=3", {"X": "y"}, b"")
+    assert event["path"] == "/v2/topic-metrics/a/b/my topic/record-count"
+    assert event["queryStringParameters"] == {"from": "1", "to": "3"}
+    assert event["multiValueQueryStringParameters"] == {"from": ["1"], "to": ["2", "3"]}
+    assert event["headers"] == {"X": "y"} and event["body"] is None and event["requestContext"]["stage"] == "local"
+
+
 contract = schemathesis.openapi.from_path(SPEC)
 
 
 @contract.parametrize()
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-def test_every_route_honours_the_committed_spec(tables: dict[str, Any], case: Any) -> None:
-    # API Gateway REST hands the function the decoded path
-    path = unquote(case.formatted_path)
-    query = {k: str(v) for k, v in (case.query or {}).items()}
-    event = load_event("api_gateway_metrics.json")
-    event.update(
-        path=path,
-        httpMethod=case.method,
-        queryStringParameters=query or None,
-        multiValueQueryStringParameters={k: [v] for k, v in query.items()} or None,
-    )
-    answer = lambda_handler(event, CONTEXT)
-    response = Response(
-        status_code=answer["statusCode"],
-        headers=answer["multiValueHeaders"],
-        content=answer["body"].encode(),
-        request=requests.Request(case.method, f"http://api{case.formatted_path}", params=query).prepare(),
-        elapsed=0.0,
-        verify=False,
-    )
+def test_every_route_honours_the_committed_spec_over_http(server: ApiServer, case: Any) -> None:
+    response = case.call(base_url=server.url, timeout=10)
     # a schema-valid request may still be refused (from after to, beyond retention): the spec cannot say so
     case.validate_response(response, excluded_checks=[positive_data_acceptance])

@@ -38,6 +38,13 @@ def _parser() -> argparse.ArgumentParser:
         help="no monitoring: no raw metrics, no CloudWatch metrics, no aggregation process (a JVM)",
     )
     run.add_argument("--metrics-table", default="srm-metrics", help="the local store's metrics table")
+    run.add_argument(
+        "--api-port",
+        type=int,
+        default=0,
+        help="port of the metrics API and web view on 127.0.0.1 (default: any free port; the URL is written to "
+        ".srm-local/api.url)",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
     demo = sub.add_parser("demo", help="start two local clusters, replicate, fail a consumer group over, report")
     demo.add_argument("--records", type=int, default=30_000, help="records per topic of the backlog")
@@ -66,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 verbose=args.verbose,
                 metrics=not args.no_metrics,
                 metrics_table=args.metrics_table,
+                api_port=args.api_port,
             )
             return run(config, options)
         from srm.local.demo import run_demo

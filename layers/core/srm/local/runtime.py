@@ -33,7 +33,7 @@ from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError, list_topics
 from srm.kafka.clients import admin_config, build
-from srm.local.store import STATE_DIR, LocalStore, StoreKind
+from srm.local.store import STATE_DIR, LocalStore, StoreKind, free_port
 
 __all__ = ["LocalRuntime", "RuntimeOptions"]
 
@@ -56,6 +56,7 @@ class RuntimeOptions:
     metrics: bool = True  # raw metrics from the workers and the aggregation process (srm run --no-metrics: off)
     metrics_table: str = "srm-metrics"
     aggregation: bool = True  # the aggregation process (the demo runs one aggregation itself instead)
+    api_port: int | None = 0  # the metrics API on 127.0.0.1 (0: a free port; None: not served)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -86,6 +87,8 @@ class LocalRuntime:
         self._early_exits: dict[Flow, int] = {}  # exits in a row soon after starting
         self.config_store: ConfigStore | None = None
         self._aggregator: subprocess.Popen[bytes] | None = None
+        self._api: subprocess.Popen[bytes] | None = None
+        self.api_port: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -102,13 +105,15 @@ class LocalRuntime:
         )
         create_config_table(dynamodb, self.options.config_table)
         create_state_table(dynamodb, self.options.state_table)
-        if self.options.metrics:
-            create_metrics_table(dynamodb, self.options.metrics_table)
-            if self.options.aggregation:
-                self._start_aggregator()
+        create_metrics_table(dynamodb, self.options.metrics_table)  # the API reads it, with or without metrics
+        if self.options.metrics and self.options.aggregation:
+            self._start_aggregator()
         self.config_store = ConfigStore(dynamodb, self.options.config_table, cache_seconds=0)
         self.config_store.replace_all(self.config, author="srm run")
         log.info("store at %s; config loaded into %s", self.endpoint_url, self.options.config_table)
+        if self.options.api_port is not None:
+            self.api_port = self.options.api_port or free_port()  # kept across restarts of the API process
+            self._start_api()
         self.reconcile()
 
     @property
@@ -129,6 +134,18 @@ class LocalRuntime:
         self._aggregator = subprocess.Popen(
             [sys.executable, "-m", "srm.local.aggregator"], env=env, stdin=subprocess.DEVNULL
         )
+
+    def _start_api(self) -> None:
+        """The metrics API in a process of its own, with the environment the API function gets on AWS."""
+        env = {
+            **os.environ,
+            **self.worker_env("", ""),
+            "SRM_METRICS_TABLE": self.options.metrics_table,
+            "SRM_METRICS_DIR": "",  # it reads metrics, it emits none
+            "SRM_API_PORT": str(self.api_port),
+            "SRM_API_STATE_DIR": str(self.options.state_dir.resolve()),
+        }
+        self._api = subprocess.Popen([sys.executable, "-m", "srm.local.api_server"], env=env, stdin=subprocess.DEVNULL)
 
     def _check_clusters(self) -> None:
         """Fail fast on settings librdkafka rejects; warn (and keep going) when a cluster does not answer."""
@@ -154,6 +171,9 @@ class LocalRuntime:
                         "metrics aggregation stopped (%s); restarting it", _exit_status(self._aggregator.returncode)
                     )
                     self._start_aggregator()
+                if self._api is not None and self._api.poll() is not None:
+                    log.error("metrics API stopped (%s); restarting it", _exit_status(self._api.returncode))
+                    self._start_api()
             except Exception as e:
                 log.error("cannot restart a worker: %s", e)
             if time.monotonic() < next_reconcile:
@@ -226,9 +246,10 @@ class LocalRuntime:
 
     def stop(self, timeout: float = 10.0) -> None:
         workers, self._workers = list(self._workers.values()), {}
-        if self._aggregator is not None:
-            workers.append(self._aggregator)
-            self._aggregator = None
+        for helper in (self._aggregator, self._api):
+            if helper is not None:
+                workers.append(helper)
+        self._aggregator = self._api = None
         for process in workers:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
