@@ -4,6 +4,9 @@ tables written through the adapters with known values; the committed OpenAPI spe
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +31,7 @@ from srm.config.settings import SrmConfig
 from srm.control.metrics import METRICS, BadRequestError, MetricName, MetricQueries
 from srm.handlers.metrics_api import lambda_handler, openapi_json
 from srm.local.api_server import ApiServer, api_url, gateway_event
+from srm.local.store import free_port
 from srm.metrics.names import TABLE_ATTRIBUTES
 from srm.metrics.series import MetricPoint, Series
 from tests.support.events import load_event
@@ -135,6 +139,7 @@ def test_replications_lists_every_flow_with_status_and_recent_figures(tables: di
     assert ab["figures"]["records"] == 150 and ab["figures"]["bytes"] == 1500
     assert ab["figures"]["record_rate"] == pytest.approx(150 / 300)
     assert ab["figures"]["latency_p99_ms"] == 110
+    assert ab["figures"]["latency_p50_ms"] == 18  # the median of 100 × 18 and 50 × 25
     assert ab["figures"]["lag"] == 3  # the latest window's
     assert ab["last_checkpoint_ms"] == NOW - 30_000
     assert ab["heartbeat_age_ms"] >= 4_000
@@ -147,6 +152,7 @@ def test_topics_of_a_flow_give_upstream_and_remote_names_and_figures(tables: dic
     [orders] = body["topics"]
     assert (orders["upstream_topic"], orders["remote_topic"], orders["partitions"]) == ("orders", "a.orders", 2)
     assert orders["figures"]["records"] == 150 and orders["figures"]["lag"] == 3
+    assert orders["status"] == "ACTIVE"
 
 
 def test_cluster_metric_defaults_to_the_last_two_hours_sorted_by_window(tables: dict[str, Any]) -> None:
@@ -284,6 +290,48 @@ def test_gateway_event_decodes_path_and_query_as_api_gateway_does() -> None:
     assert event["queryStringParameters"] == {"from": "1", "to": "3"}
     assert event["multiValueQueryStringParameters"] == {"from": ["1"], "to": ["2", "3"]}
     assert event["headers"] == {"X": "y"} and event["body"] is None and event["requestContext"]["stage"] == "local"
+
+
+def srm_metrics(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "srm.cli.srm", "metrics", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_srm_metrics_once_prints_flows_then_topics(server: ApiServer, tmp_path: Path) -> None:
+    done = srm_metrics("--once", cwd=tmp_path)  # finds the server through .srm-local/api.url … here tmp_path's
+    assert done.returncode != 0 and "srm run" in done.stderr and len(done.stderr.splitlines()) == 1
+    (tmp_path / ".srm-local").mkdir()
+    (tmp_path / ".srm-local" / "api.url").write_text(server.url)
+    done = srm_metrics("--once", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows: dict[str, list[str]] = {}
+    for line in done.stdout.splitlines()[1:]:  # under the line naming the API and the time
+        if line.strip():
+            rows.setdefault(line.split()[0], line.split())
+    # a->b: ACTIVE, 1 topic, 150 records in 5 minutes = 0.5/s, p50 18, p99 110, lag 3
+    assert rows["a->b"][1:7] == ["ACTIVE", "1", "0.5", "18", "110", "3"]
+    assert rows["a->c"][1] == "DISABLED" and rows["b->a"][1] == "INACTIVE" and rows["c->a"][1] == "FAILING"
+    assert rows["orders"][1:9] == ["->", "a.orders", "ACTIVE", "2", "0.5", "18", "110", "3"]
+    as_json = json.loads(srm_metrics("--once", "--json", "--url", server.url, cwd=tmp_path).stdout)
+    [ab] = [f for f in as_json["replications"] if f["target"] == "b"]
+    assert ab["topics_detail"][0]["remote_topic"] == "a.orders" and ab["figures"]["records"] == 150
+
+
+def test_srm_metrics_refreshes_until_ctrl_c(server: ApiServer, tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "srm.cli.srm", "metrics", "--json", "--interval", "0.2", "--url", server.url]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as watching:
+        assert watching.stdout is not None
+        documents = [json.loads(watching.stdout.readline()) for _ in range(3)]
+        watching.send_signal(signal.SIGINT)
+        assert watching.wait(10) == 0
+    assert [d["at_ms"] for d in documents] == sorted(d["at_ms"] for d in documents)
+    assert all(len(d["replications"]) == 4 for d in documents)
+
+
+def test_srm_metrics_names_an_api_that_does_not_answer(tmp_path: Path) -> None:
+    done = srm_metrics("--once", "--url", f"http://127.0.0.1:{free_port()}", cwd=tmp_path)
+    assert done.returncode == 1 and "does not answer" in done.stderr and "Traceback" not in done.stderr
 
 
 contract = schemathesis.openapi.from_path(SPEC)

@@ -46,16 +46,26 @@ def _parser() -> argparse.ArgumentParser:
         ".srm-local/api.url)",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
+    metrics = sub.add_parser(
+        "metrics", help="the flows and topics of the srm run in this directory: status, records/s, latency, lag"
+    )
+    metrics.add_argument("--url", help="the metrics API's base URL (default: .srm-local/api.url of this directory)")
+    metrics.add_argument("--once", action="store_true", help="print once and exit (default: refresh until Ctrl-C)")
+    metrics.add_argument("--json", action="store_true", help="JSON: one document per refresh (with --once: one)")
+    metrics.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (default 5)")
     demo = sub.add_parser("demo", help="start two local clusters, replicate, fail a consumer group over, report")
     demo.add_argument("--records", type=int, default=30_000, help="records per topic of the backlog")
     demo.add_argument("--keep-data", action="store_true", help="keep the clusters' data dirs afterwards")
+    demo.add_argument(
+        "--chart", type=Path, default=Path("srm-demo.png"), help="where to write the chart (default: srm-demo.png)"
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "aws_lambda_powertools"):
+    for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "aws_lambda_powertools", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         if args.command == "run":
@@ -76,9 +86,17 @@ def main(argv: list[str] | None = None) -> int:
                 api_port=args.api_port,
             )
             return run(config, options)
+        if args.command == "metrics":
+            from srm.cli.metrics import watch
+            from srm.local.api_client import MetricsApiClient, find_api_url
+
+            if args.interval <= 0:
+                raise ConfigError("--interval must be a positive number of seconds")
+            watch(MetricsApiClient(find_api_url(args.url)), once=args.once, as_json=args.json, interval=args.interval)
+            return 0
         from srm.local.demo import run_demo
 
-        return run_demo(records=args.records, keep_data=args.keep_data)
+        return run_demo(records=args.records, keep_data=args.keep_data, chart=args.chart)
     except ConfigError as e:
         print(f"srm: {e}", file=sys.stderr)
         return 2
@@ -86,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"srm: {e}", file=sys.stderr)
         return 2 if isinstance(e, PermanentError) else 1
     except KeyboardInterrupt:
-        return 130
+        return 0 if args.command == "metrics" else 130
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ class Figures(BaseModel):
     bytes: int
     record_rate: float  # records/s
     byte_rate: float  # bytes/s
+    latency_p50_ms: float | None
     latency_p99_ms: float | None
     lag: int | None  # at the latest window
     failures: int
@@ -85,6 +86,7 @@ class TopicSummary(BaseModel):
     upstream_topic: str
     remote_topic: str
     partitions: int
+    status: Status
     figures: Figures
 
 
@@ -187,18 +189,21 @@ class MetricQueries:
 
     def topics(self, source: str, target: str, now_ms: int | None = None) -> Topics:
         now = _now(now_ms)
-        self._flow(self._config(), source, target)
-        topics = [
-            TopicSummary(
-                upstream_topic=topic,
-                remote_topic=m.remote_topic,
-                partitions=m.partitions,
-                figures=_figures(
-                    self.metrics.query(Series("1m", "topic", source, target, topic), now - RECENT_MS, now)
-                ),
+        config = self._config()
+        self._flow(config, source, target)
+        enabled = config.settings(source, target).enabled
+        topics = []
+        for topic, m in sorted(self.state.topic_mappings(source, target).items()):
+            figures = _figures(self.metrics.query(Series("1m", "topic", source, target, topic), now - RECENT_MS, now))
+            topics.append(
+                TopicSummary(
+                    upstream_topic=topic,
+                    remote_topic=m.remote_topic,
+                    partitions=m.partitions,
+                    status=_status(enabled, figures, None, now),
+                    figures=figures,
+                )
             )
-            for topic, m in sorted(self.state.topic_mappings(source, target).items())
-        ]
         return Topics(source=source, target=target, topics=topics)
 
     # -- series -------------------------------------------------------------------------------------------------
@@ -279,7 +284,11 @@ def _point(point: MetricPoint, metric: str) -> Point:
 def _figures(points: Sequence[MetricPoint]) -> Figures:
     records = sum(int(p.values.get("record-count", 0)) for p in points)
     size = sum(int(p.values.get("byte-count", 0)) for p in points)
-    p99s = [d["p99"] for p in points if isinstance(d := p.values.get("replication-latency-ms"), Mapping) and "p99" in d]
+    latencies = [
+        d
+        for p in points
+        if isinstance(d := p.values.get("replication-latency-ms"), Mapping) and {"p50", "p99"} <= d.keys()
+    ]
     lags = [
         p.values["replication-records-lag"]
         for p in sorted(points, key=lambda p: p.window_start)
@@ -290,11 +299,23 @@ def _figures(points: Sequence[MetricPoint]) -> Figures:
         bytes=size,
         record_rate=records / (RECENT_MS / 1000),
         byte_rate=size / (RECENT_MS / 1000),
-        # windows' p99s cannot be merged exactly from the table; the largest is an upper bound
-        latency_p99_ms=max(p99s) if p99s else None,
+        # windows' quantiles cannot be merged exactly from the table: the p50 is the count-weighted median of the
+        # windows' medians, the p99 the largest window p99 (an upper bound)
+        latency_p50_ms=_weighted_median([(d["p50"], int(d.get("count", 1))) for d in latencies]),
+        latency_p99_ms=max((d["p99"] for d in latencies), default=None),
         lag=int(lags[-1]) if lags else None,
         failures=sum(int(p.values.get("replication-failures", 0)) for p in points),
     )
+
+
+def _weighted_median(values: Sequence[tuple[float, int]]) -> float | None:
+    total = sum(weight for _, weight in values)
+    seen = 0
+    for value, weight in sorted(values):
+        seen += weight
+        if 2 * seen >= total:
+            return value
+    return None
 
 
 def _status(enabled: bool, figures: Figures, heartbeat_seen_ms: int | None, now: int) -> Status:

@@ -8,22 +8,25 @@ then stops everything. Exit status 0 only if every partition is identical and th
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
+from srm.local.api_client import ApiError, MetricsApiClient
+from srm.local.api_server import api_url
 from srm.local.clusters import LocalCluster
+from srm.local.demo_chart import write_chart
 from srm.local.runtime import LocalRuntime, RuntimeOptions
-from srm.metrics.series import Series
 
 __all__ = ["run_demo"]
 
@@ -81,11 +84,12 @@ def _end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
 
 
 class _LatencyProbe:
-    """Consumes the remote topics and records now − record timestamp for the live records."""
+    """Consumes the remote topics and records (seconds since ``t0``, now − record timestamp) for the live records."""
 
-    def __init__(self, bootstrap: str, topics: list[str], since_ms: int) -> None:
-        self.samples: list[int] = []
+    def __init__(self, bootstrap: str, topics: list[str], since_ms: int, t0: float) -> None:
+        self.samples: list[tuple[float, int]] = []
         self._since = since_ms
+        self._t0 = t0
         self._stop = threading.Event()
         self._consumer = Consumer(
             {
@@ -104,14 +108,48 @@ class _LatencyProbe:
     def _run(self) -> None:
         while not self._stop.is_set():
             now = int(time.time() * 1000)
+            at = time.monotonic() - self._t0
             for m in self._consumer.consume(1000, timeout=0.02):
                 if not m.error() and m.timestamp()[1] >= self._since:
-                    self.samples.append(now - m.timestamp()[1])
+                    self.samples.append((at, now - m.timestamp()[1]))
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
         self._consumer.close()
+
+
+class _ReplicatedSampler:
+    """Samples (seconds since ``t0``, records on the target's remote topics) twice a second: the chart's throughput."""
+
+    def __init__(self, bootstrap: str, t0: float) -> None:
+        self.samples: list[tuple[float, int]] = []
+        self._bootstrap, self._t0 = bootstrap, t0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self._bootstrap, "group.id": "srm-demo-sampler"})
+        try:
+            while not self._stop.wait(0.5):
+                total = 0
+                for topic, partitions in TOPICS.items():
+                    for p in range(partitions):
+                        # not created yet by topic sync: nothing replicated there
+                        with contextlib.suppress(Exception):
+                            total += consumer.get_watermark_offsets(
+                                TopicPartition(f"{SOURCE}.{topic}", p), timeout=5, cached=False
+                            )[1]
+                self.samples.append((time.monotonic() - self._t0, total))
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
 
 
 def _config(source: str, target: str) -> SrmConfig:
@@ -161,7 +199,7 @@ def _create_topics(bootstrap: str) -> None:
         f.result(30)
 
 
-def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
+def run_demo(records: int = 30_000, keep_data: bool = False, chart: Path = Path("srm-demo.png")) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="srm-demo-"))
     west = LocalCluster(SOURCE, workdir / SOURCE / "data")
     east = LocalCluster(TARGET, workdir / TARGET / "data")
@@ -186,6 +224,8 @@ def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
         )
         started = time.monotonic()
         started_ms = int(time.time() * 1000)
+        sampler = _ReplicatedSampler(east.bootstrap, started)
+        sampler.start()
         runtime.start()
         if not _wait_caught_up(west.bootstrap, east.bootstrap, timeout=300):
             print("the backlog did not replicate within 300s")
@@ -193,7 +233,7 @@ def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
         backlog_seconds = time.monotonic() - started
 
         since = int(time.time() * 1000)
-        probe = _LatencyProbe(east.bootstrap, [f"{SOURCE}.{t}" for t in TOPICS], since)
+        probe = _LatencyProbe(east.bootstrap, [f"{SOURCE}.{t}" for t in TOPICS], since, started)
         probe.start()
         time.sleep(1.0)
         live = 0
@@ -206,6 +246,8 @@ def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
         caught_up = _wait_caught_up(west.bootstrap, east.bootstrap, timeout=120)
         time.sleep(0.5)
         probe.stop()
+        sampler.stop()
+        live_from = since / 1000 - started_ms / 1000
         failover = _failover(west.bootstrap, east.bootstrap)
         time.sleep(2.0)  # a lag sample after the catch-up (the checkpoint function samples every second here)
         counted = {topic: records + live for topic in TOPICS}
@@ -213,8 +255,11 @@ def run_demo(records: int = 30_000, keep_data: bool = False) -> int:
         runtime.stop()  # quiet before the report
         runtime = None
         print(failover)
-        status = _report(west, east, backlog, backlog_seconds, live * len(TOPICS), probe.samples, caught_up)
+        latencies = [ms for _, ms in probe.samples]
+        status = _report(west, east, backlog, backlog_seconds, live * len(TOPICS), latencies, caught_up)
         print(metrics.text)
+        written = write_chart(chart.resolve(), sampler.samples, probe.samples, live_from)
+        print(f"\nchart of throughput and latency over the run: {written}")
         ok = failover.startswith("consumer group failover: ok") and metrics.agrees
         return status or (0 if ok else 1)
     finally:
@@ -317,8 +362,9 @@ class _MetricsReport(NamedTuple):
 
 
 def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int]) -> _MetricsReport:
-    """One aggregation of the raw metrics the functions wrote, then per topic from the metrics table: records
-    (checked against ``counted``), throughput, latency p50/p99 and the lag at the end."""
+    """One aggregation of the raw metrics the functions wrote, then per topic from the metrics API (as ``srm
+    metrics`` and the web view read it): records (checked against ``counted``), throughput, latency p50/p99 and the
+    lag at the end."""
     from srm.local.aggregator import aggregate_once, metrics_table, spark_session
 
     t0 = time.monotonic()
@@ -328,31 +374,41 @@ def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int
         report = aggregate_once(spark, runtime.metrics_dir, table)
     finally:
         spark.stop()
+    url = api_url(runtime.options.state_dir)
     lines = [
         "",
-        f"metrics table ({report.files_read} raw files, {report.rows_written} rows written by one aggregation in "
-        f"{time.monotonic() - t0:.1f}s, Spark start included):",
+        f"metrics ({report.files_read} raw files, {report.rows_written} rows written by one aggregation in "
+        f"{time.monotonic() - t0:.1f}s, Spark start included), from the metrics API at {url}:",
         f"{'topic':<12}{'records':>10}{'counted':>10}{'peak rec/s':>12}{'latency p50':>13}{'p99':>9}{'lag':>6}",
     ]
+    if url is None:
+        return _MetricsReport("\n".join([*lines, "metrics: the API did not start (no .srm-local/api.url)"]), False)
+    api = MetricsApiClient(url)
     agrees = True
-    until = int(time.time() * 1000) + 60_000
-    for topic in TOPICS:
-        minutes = table.query(Series("1m", "topic", SOURCE, TARGET, topic), since_ms - 60_000, until)
-        hours = table.query(Series("1h", "topic", SOURCE, TARGET, topic), since_ms - 3_600_000, until)
-        total = sum(p.values.get("record-count", 0) for p in minutes)
-        peak = max((p.values.get("record-rate", 0) for p in minutes), default=0)
-        busiest = max(hours, key=lambda p: p.values.get("record-count", 0), default=None)
-        latency = busiest.values.get("replication-latency-ms", {}) if busiest is not None else {}
-        lags = [p.values["replication-records-lag"] for p in minutes if "replication-records-lag" in p.values]
-        agrees &= total == counted[topic]
-        lines.append(
-            f"{topic:<12}{total:>10,}{counted[topic]:>10,}{peak:>12,.0f}"
-            f"{latency.get('p50', 0):>10,.0f} ms{latency.get('p99', 0):>6,.0f} ms{lags[-1] if lags else '-':>6}"
-        )
+    window = {"from": since_ms - 60_000, "to": int(time.time() * 1000) + 60_000}
+    try:
+        for topic in TOPICS:
+            path = f"/v2/topic-metrics/{SOURCE}/{TARGET}/{topic}"
+            minutes = api.get(f"{path}/record-count", **window)["points"]
+            rates = api.get(f"{path}/record-rate", **window)["points"]
+            hours = api.get(f"{path}/replication-latency-ms", resolution="1h", **{"from": since_ms - 3_600_000})
+            lags = api.get(f"{path}/replication-records-lag", **window)["points"]
+            total = sum(p["value"] for p in minutes)
+            peak = max((p["value"] for p in rates), default=0)
+            busiest: dict[str, Any] = max(hours["points"], key=lambda p: p["count"] or 0, default={})
+            agrees &= total == counted[topic]
+            lag = f"{lags[-1]['value']:.0f}" if lags else "-"
+            lines.append(
+                f"{topic:<12}{total:>10,.0f}{counted[topic]:>10,}{peak:>12,.0f}"
+                f"{busiest.get('p50') or 0:>10,.0f} ms{busiest.get('p99') or 0:>6,.0f} ms"
+                f"{lag:>6}"
+            )
+    except ApiError as e:
+        return _MetricsReport("\n".join([*lines, f"metrics: {e}"]), False)
     lines.append(
-        "metrics: the table's record counts equal the records the demo produced, per topic"
+        "metrics: the API's record counts equal the records the demo produced, per topic"
         if agrees
-        else "metrics: the table's record counts DIFFER from the records the demo produced"
+        else "metrics: the API's record counts DIFFER from the records the demo produced"
     )
     return _MetricsReport("\n".join(lines), agrees)
 

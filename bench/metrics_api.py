@@ -1,0 +1,128 @@
+"""``python -m bench.metrics_api [--requests N]``: the local metrics API's latency, as ``srm run`` serves it.
+
+The store is what ``srm run`` starts by default (DynamoDB Local), holding one flow with 10 topics of 3 partitions and
+two hours of minute windows for each (as the aggregation writes them); the API is its own process
+(``srm.local.api_server``, the Lambda handler behind HTTP). N requests over one keep-alive connection cycle through
+the routes a dashboard reads: the flow list, a flow's topics, a 2-hour flow series and a 2-hour topic latency series.
+Prints p50/p99/max per route and overall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import boto3
+import requests
+
+TOPICS = [f"topic-{i}" for i in range(10)]
+LATENCY = {"count": 500, "min": 3, "max": 240, "avg": 41.5, "p50": 30, "p95": 120, "p99": 200}
+
+
+def _fill(endpoint: str, now_ms: int) -> None:
+    from srm.aws.config_table import ConfigStore, create_config_table
+    from srm.aws.metrics_table import MetricsTable, create_metrics_table
+    from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
+    from srm.config.parsing import Properties
+    from srm.config.settings import SrmConfig
+    from srm.metrics.series import MetricPoint, Series
+
+    db = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint)
+    create_config_table(db, "srm-config")
+    create_state_table(db, "srm-state")
+    create_metrics_table(db, "srm-metrics")
+    props = {
+        "clusters": "a, b",
+        "a.bootstrap.servers": "a:9092",
+        "b.bootstrap.servers": "b:9092",
+        "a->b.enabled": "true",
+    }
+    ConfigStore(db, "srm-config").replace_all(SrmConfig.from_properties(Properties.of(props)))
+    state = StateStore(db, "srm-state")
+    for topic in TOPICS:
+        state.put_topic_mapping("a", "b", TopicMappingRecord(topic, f"a.{topic}", 3))
+    state.update_flow_status("a", "b", heartbeat_ms=now_ms, heartbeat_replicated_ms=now_ms, last_checkpoint_ms=now_ms)
+    first = now_ms - now_ms % 60_000 - 120 * 60_000
+    window = {"record-count": 6000, "byte-count": 600_000, "record-rate": 100.0, "replication-latency-ms": LATENCY}
+    points = [
+        MetricPoint(series, first + i * 60_000, {**window, "replication-records-lag": i % 7})
+        for i in range(120)
+        for series in [Series("1m", "flow", "a", "b"), *(Series("1m", "topic", "a", "b", t) for t in TOPICS)]
+    ]
+    MetricsTable(db, "srm-metrics").write(points)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.metrics_api", description=__doc__)
+    parser.add_argument("--requests", type=int, default=1000)
+    args = parser.parse_args()
+    from srm.local.store import LocalStore, free_port
+
+    workdir = Path(tempfile.mkdtemp(prefix="srm-bench-api-"))
+    store = LocalStore(0, workdir / ".srm-local", "durable")
+    api: subprocess.Popen[bytes] | None = None
+    try:
+        endpoint = store.start()
+        now = int(time.time() * 1000)
+        _fill(endpoint, now)
+        port = free_port()
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "SRM_CONFIG_CACHE_SECONDS": "2",
+            "SRM_API_PORT": str(port),
+            "SRM_API_STATE_DIR": str(workdir / ".srm-local"),
+        }
+        api = subprocess.Popen([sys.executable, "-m", "srm.local.api_server"], env=env, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}"
+        session = requests.Session()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                session.get(f"{base}/v2/replications", timeout=5).raise_for_status()
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        routes = {
+            "/v2/replications": {},
+            "/v2/replications/a/b/topics": {},
+            "/v2/cluster-metrics/a/b/record-rate (2 h)": {},
+            "/v2/topic-metrics/a/b/topic-3/replication-latency-ms (2 h)": {},
+        }
+        times: dict[str, list[float]] = {route: [] for route in routes}
+        for _ in range(20):  # warm-up: imports, the config cache, connections
+            session.get(f"{base}/v2/replications", timeout=10)
+        for i in range(args.requests):
+            route = list(routes)[i % len(routes)]
+            t0 = time.perf_counter()
+            answer = session.get(base + route.split(" ")[0], timeout=10)
+            times[route].append((time.perf_counter() - t0) * 1000)
+            answer.raise_for_status()
+        every = sorted(t for ts in times.values() for t in ts)
+        print(f"metrics API on DynamoDB Local, {args.requests} requests over one connection (ms):")
+        print(f"{'route':<62}{'p50':>8}{'p99':>8}{'max':>8}")
+        for route, ts in [*times.items(), ("all", every)]:
+            ordered = sorted(ts)
+            p99 = ordered[min(len(ordered) - 1, len(ordered) * 99 // 100)]
+            print(f"{route:<62}{statistics.median(ordered):>8.1f}{p99:>8.1f}{ordered[-1]:>8.1f}")
+        return 0
+    finally:
+        if api is not None:
+            api.terminate()
+            api.wait(10)
+        store.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

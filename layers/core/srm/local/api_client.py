@@ -1,0 +1,73 @@
+"""A reader of the metrics API (``srm run``'s, or any deployment's base URL that answers without signing): what
+``srm metrics`` and ``srm demo`` show."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from srm.errors import SrmError
+from srm.local.api_server import api_url
+from srm.local.store import STATE_DIR
+
+__all__ = ["ApiError", "MetricsApiClient", "find_api_url"]
+
+
+class ApiError(SrmError):
+    """The API did not answer, or answered with an error."""
+
+
+def find_api_url(url: str | None = None, state_dir: Path = STATE_DIR) -> str:
+    """``url``, else the API of the ``srm run`` started in this working directory."""
+    found = url or api_url(state_dir)
+    if not found:
+        raise ApiError(
+            f"no srm run found here ({state_dir / 'api.url'} is missing): start `srm run --config FILE` in this "
+            "directory, or pass --url http://HOST:PORT"
+        )
+    return found.rstrip("/")
+
+
+class MetricsApiClient:
+    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def get(self, path: str, **query: object) -> Any:
+        """The JSON answer of ``GET path?query``; a one-line :class:`ApiError` on any failure."""
+        url = self.base_url + urllib.parse.quote(path)
+        if query:
+            url += "?" + urllib.parse.urlencode({k: str(v) for k, v in query.items() if v is not None})
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as answer:
+                return json.load(answer)
+        except urllib.error.HTTPError as e:
+            raise ApiError(f"{url}: HTTP {e.code}: {_message(e)}") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise ApiError(
+                f"the metrics API at {self.base_url} does not answer ({reason}); is srm run running?"
+            ) from None
+        except ValueError:
+            raise ApiError(f"{url}: the answer is not JSON") from None
+
+    def overview(self) -> list[dict[str, Any]]:
+        """Every flow of ``/v2/replications`` with its ``topics`` (the flow's topic list) added."""
+        flows: list[dict[str, Any]] = self.get("/v2/replications")["replications"]
+        for flow in flows:
+            try:
+                flow["topics_detail"] = self.get(f"/v2/replications/{flow['source']}/{flow['target']}/topics")["topics"]
+            except ApiError as e:  # e.g. a remote flow whose deployment does not answer: show the flow anyway
+                flow["topics_detail"], flow["error"] = [], str(e)
+        return flows
+
+
+def _message(error: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(error.read()).get("message", error.reason))
+    except (ValueError, AttributeError):
+        return str(error.reason)
