@@ -255,3 +255,24 @@ def test_environment_mapping_auth_without_secret_or_unknown_kind_is_a_config_err
 
     with pytest.raises(ConfigError, match="SRM_SOURCE_AUTH"):
         Environment.from_env({"SRM_SOURCE_AUTH": kind, "SRM_SOURCE_SECRET_ARN": secret})
+
+
+def test_group_ids_fit_lambdas_limit_stay_unique_and_keep_short_names() -> None:
+    assert mapping_group_id("us-west", "us-east", "orders") == "srm-mirror.us-west-us-east.orders"  # unchanged
+    longest = "t" * 249  # Kafka's longest topic name
+    ids = {mapping_group_id("us-west", "us-east", longest[:n] + suffix) for n in (200, 249) for suffix in ("", "x")}
+    assert len(ids) == 4 and all(len(i) <= 200 for i in ids)
+    assert all(i.startswith("srm-mirror.us-west-us-east.ttt") for i in ids)
+    exactly = "o" * (200 - len("srm-mirror.a-b."))
+    assert mapping_group_id("a", "b", exactly) == f"srm-mirror.a-b.{exactly}"
+
+
+def test_lambda_update_keeps_msks_default_window_as_create_does(lam):
+    # GIVEN a mapping created with a sub-second window (MSK's 500 ms default) and now a new batch size
+    port, stubber = lam
+    expect_list(stubber, [esm("t", U1, batch=10, window=0)])
+    # WHEN updated THEN the window is not sent: it stays MSK's default instead of drifting to 0
+    stubber.add_response(
+        "update_event_source_mapping", esm("t", U1, state="Updating"), {"UUID": U1, "Enabled": True, "BatchSize": 100}
+    )
+    assert sync_mappings(port, "a", "b", plan(["t"], ["t"]), SETTINGS).summary() == {"update": ["t"]}

@@ -103,11 +103,15 @@ class LambdaEventSources:
     def update(
         self, source: str, target: str, mapping: ObservedMapping, config: MappingConfig
     ) -> ObservedMapping | None:
+        # As create: a sub-second window is left at MSK's 500 ms default, unless the mapping has a window of whole
+        # seconds to undo (0 is then the nearest Lambda can set)
+        window = config.batching_window_ms // 1000
+        keep_default = window == 0 and mapping.config.batching_window_ms == 0
         return self._update(
             mapping,
             Enabled=True,
             BatchSize=config.batch_size,
-            MaximumBatchingWindowInSeconds=config.batching_window_ms // 1000,
+            **({} if keep_default else {"MaximumBatchingWindowInSeconds": window}),
         )
 
     def disable(self, source: str, target: str, mapping: ObservedMapping) -> ObservedMapping | None:

@@ -22,6 +22,7 @@ lifecycle. Lifecycle of the mapping of source topic ``T`` (:func:`decide_mapping
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -146,10 +147,20 @@ def config_changes(
 Action = Literal["create", "update", "disable", "delete"]
 
 
+MAX_GROUP_ID = 200  # Lambda's limit on an MSK mapping's ConsumerGroupId (Kafka allows topic names of 249)
+
+
 def mapping_group_id(source: str, target: str, topic: str) -> str:
     """The consumer group of a topic's event source mapping, on AWS and locally (``srm-`` groups are bookkeeping
-    and never checkpointed). It also identifies a mapping as this flow's when mappings are listed."""
-    return f"srm-mirror.{source}-{target}.{topic}"
+    and never checkpointed). It also identifies a mapping as this flow's when mappings are listed.
+
+    A name longer than Lambda takes keeps its first characters and ends in a hash of the whole name: still unique,
+    and every name that fits stays what it always was (a mapping's group cannot change once it is created)."""
+    name = f"srm-mirror.{source}-{target}.{topic}"
+    if len(name) <= MAX_GROUP_ID:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"{name[: MAX_GROUP_ID - len(digest) - 1]}.{digest}"
 
 
 @dataclass(frozen=True)
