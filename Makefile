@@ -4,9 +4,21 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
+# `sam build` runs in the suite; it needs the functions' Python (python3.12) and SAM CLI, in a venv of their own
+# (SAM CLI pins its own boto3, cfn-lint and translator)
+PYTHON312 ?= $(shell for p in $$(command -v python3.12) $$HOME/.pyenv/versions/3.12*/bin/python3.12; do \
+	$$p -c '' 2>/dev/null && { echo $$p; break; }; done)
+SAM_VENV  := .venv-sam
+SAM_CLI_VERSION := 1.170.0
+
 .PHONY: install demo test lint bench clean
 
-install: $(STAMP)
+install: $(STAMP) $(SAM_VENV)/bin/sam
+
+$(SAM_VENV)/bin/sam:
+	@test -n "$(PYTHON312)" || { echo "make: python3.12 is needed for sam build (the functions' runtime); install it or set PYTHON312=/path/to/python3.12"; exit 2; }
+	$(PYTHON312) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
 
 $(STAMP): pyproject.toml layers/core/srm/local/dynamodb_local/package-lock.json
 	$(PYTHON) -m venv $(VENV)
@@ -31,4 +43,4 @@ bench: install
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(SAM_VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info

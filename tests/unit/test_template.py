@@ -138,7 +138,7 @@ def test_transform_yields_functions_layer_tables_and_schedule(
     assert layer_ref["Ref"].startswith("SrmLayer")
     for fn in lambdas.values():
         assert fn["Properties"]["Layers"] == [layer_ref]
-        assert fn["Properties"]["Runtime"] == "python3.11"
+        assert fn["Properties"]["Runtime"] == "python3.12"
     assert set(resources_of(translated, "AWS::DynamoDB::Table")) == {"ConfigTable", "StateTable"}
     schedules = {
         rule["Properties"]["Targets"][0]["Arn"]["Fn::GetAtt"][0]: rule["Properties"]["ScheduleExpression"]
