@@ -24,6 +24,7 @@ from srm.app import Environment
 from srm.aws.config_table import create_config_table
 from srm.aws.state import create_state_table
 from srm.config.settings import FlowSettings
+from srm.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -437,3 +438,13 @@ def test_alarms_notify_the_optional_topic_with_the_parameters_thresholds(templat
     for alarm_id, metric in (("FailedBatchesAlarm", "ReplicatorFailure"), ("CheckpointErrorsAlarm", "Errors")):
         props = alarms[alarm_id]
         assert (props["MetricName"], props["Statistic"], props["Threshold"]) == (metric, "Sum", 0), alarm_id
+
+
+def test_source_auth_offers_what_lambda_takes_for_msk_and_needs_a_secret(template: dict[str, Any]) -> None:
+    allowed = template["Parameters"]["SourceAuth"]["AllowedValues"]
+    assert allowed == ["IAM", "SASL_SCRAM_512_AUTH", "CLIENT_CERTIFICATE_TLS_AUTH"]
+    rule = template["Rules"]["SecretWithSourceAuth"]
+    assert rule["RuleCondition"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "SourceAuth"}, "IAM"]}]}
+    assert rule["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "SourceSecretArn"}, ""]}]}
+    with pytest.raises(ConfigError, match="SASL_SCRAM_512_AUTH, CLIENT_CERTIFICATE_TLS_AUTH"):
+        Environment.from_env({"SRM_SOURCE_AUTH": "SASL_SCRAM_256_AUTH", "SRM_SOURCE_SECRET_ARN": "arn:x"})

@@ -107,7 +107,8 @@ class Environment:
         return Flow(self.source, self.target)
 
 
-_MAPPING_AUTH = ("SASL_SCRAM_512_AUTH", "SASL_SCRAM_256_AUTH", "CLIENT_CERTIFICATE_TLS_AUTH")
+# what Lambda accepts for an MSK event source (SASL_SCRAM_256_AUTH is for self-managed Kafka only)
+_MAPPING_AUTH = ("SASL_SCRAM_512_AUTH", "CLIENT_CERTIFICATE_TLS_AUTH")
 
 
 def _source_auth(kind: str, secret_arn: str) -> tuple[str, str] | None:

@@ -38,7 +38,7 @@ class LambdaEventSources:
         self._lambda = client
         self.function_arn = function_arn
         self.cluster_arn = cluster_arn
-        # (SASL_SCRAM_512_AUTH | SASL_SCRAM_256_AUTH | CLIENT_CERTIFICATE_TLS_AUTH, secret ARN); None: IAM or none
+        # (SASL_SCRAM_512_AUTH | CLIENT_CERTIFICATE_TLS_AUTH, secret ARN); None: IAM or none
         self.source_auth = source_auth
 
     def desired_config(self, settings: FlowSettings) -> MappingConfig:
