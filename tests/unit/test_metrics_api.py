@@ -4,7 +4,10 @@ tables written through the adapters with known values; the committed OpenAPI spe
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, get_args
@@ -226,3 +229,30 @@ def test_every_route_honours_the_committed_spec_over_http(server: ApiServer, cas
     response = case.call(base_url=server.url, timeout=10)
     # a schema-valid request may still be refused (from after to, beyond retention): the spec cannot say so
     case.validate_response(response, excluded_checks=[positive_data_acceptance])
+
+
+def test_the_local_server_gives_the_handler_one_event_at_a_time() -> None:
+    # as a Lambda execution environment does: Powertools' resolver keeps the current event in class state, so two
+    # events at once would answer each other's routes (the web view asks for several series at once)
+    inside, most = 0, 0
+    guard = threading.Lock()
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        nonlocal inside, most
+        with guard:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.02)
+        with guard:
+            inside -= 1
+        return {"statusCode": 200, "body": event["path"]}
+
+    api = ApiServer(handler)
+    api.start()
+    try:
+        paths = [f"/v2/{i}" for i in range(24)]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda p: requests.get(api.url + p, timeout=10).text, paths))
+    finally:
+        api.stop()
+    assert answers == paths and most == 1

@@ -95,7 +95,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length > 0 else b""
         event = gateway_event(self.command, self.path, dict(self.headers.items()), body, self.client_address[0])
         try:
-            response = self.server.handler(event, LocalContext("srm-metrics-api"))
+            with self.server.one_at_a_time:
+                response = self.server.handler(event, LocalContext("srm-metrics-api"))
         except Exception as e:  # API Gateway answers a failed invocation with 502; so do we, and log why
             log.error("metrics API: %s %s failed: %s", self.command, self.path, e, exc_info=True)
             failed = '{"message": "Internal server error"}'
@@ -130,6 +131,9 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: Handler) -> None:
         super().__init__(address, _RequestHandler)
         self.handler = handler
+        # A Lambda execution environment takes one event at a time, and the handler relies on it: Powertools' resolver
+        # keeps the current event in class state, so concurrent requests would answer each other's routes.
+        self.one_at_a_time = threading.Lock()
 
 
 class ApiServer:
