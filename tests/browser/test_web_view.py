@@ -160,6 +160,25 @@ def test_flows_topics_and_charts_with_the_known_points(browser: webdriver.Chrome
     assert uncaught == []
 
 
+def test_behind_a_stage_prefix_the_page_asks_the_api_beside_it(
+    tables: dict[str, Any], browser: webdriver.Chrome
+) -> None:
+    # API Gateway serves the stage under /prod and hands the function the path without it
+    def staged(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if not event["path"].startswith("/prod/"):
+            return {"statusCode": 403, "body": '{"message": "Missing Authentication Token"}'}
+        return lambda_handler({**event, "path": event["path"].removeprefix("/prod")}, context)
+
+    api = ApiServer(staged)
+    api.start()
+    try:
+        open_view(browser, f"{api.url}/prod/ui")
+        until(browser, "the flow's charts", lambda d: all(v == ("ready", 3) for v in charts(d).values()))
+        assert len(rows(browser, "flows")) == 4 and not browser.find_element(By.ID, "errors").is_displayed()
+    finally:
+        api.stop()
+
+
 def test_refreshes_by_itself_and_draws_new_windows(
     browser: webdriver.Chrome, server: ApiServer, tables: dict[str, Any]
 ) -> None:
