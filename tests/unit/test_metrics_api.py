@@ -7,34 +7,28 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, get_args
 
-import boto3
 import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
-from moto import mock_aws
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-import srm.control.metrics
 from srm.app import App
-from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.metrics_table import MetricsTable, create_metrics_table
-from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
-from srm.config.parsing import Properties
-from srm.config.settings import SrmConfig
 from srm.control.metrics import METRICS, BadRequestError, MetricName, MetricQueries
 from srm.handlers.metrics_api import lambda_handler, openapi_json
 from srm.local.api_server import ApiServer, api_url, gateway_event
 from srm.local.store import free_port
 from srm.metrics.names import TABLE_ATTRIBUTES
-from srm.metrics.series import MetricPoint, Series
 from tests.support.events import load_event
+from tests.support.metrics_api import LATENCY_1, LATENCY_2, NOW, OLD, W1, W2, known_metrics
 
 SPEC = Path(__file__).resolve().parents[2] / "openapi" / "metrics-api.json"
 CONTEXT = SimpleNamespace(
@@ -43,73 +37,13 @@ CONTEXT = SimpleNamespace(
     invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:metrics-api",
     aws_request_id="req-1",
 )
-NOW = int(time.time() * 1000) // 60_000 * 60_000  # the current minute's window start
-W1, W2 = NOW - 3 * 60_000, NOW - 2 * 60_000  # two recent windows
-OLD = NOW - 60 * 60_000  # an hour ago: in the 2-hour default range, not in the last 5 minutes
-LATENCY_1 = {"count": 100, "min": 5, "max": 90, "avg": 20.5, "p50": 18, "p95": 60, "p99": 85}
-LATENCY_2 = {"count": 50, "min": 4, "max": 120, "avg": 30.0, "p50": 25, "p95": 100, "p99": 110}
-
-
-def window(record_count: int, lag: int, latency: dict[str, Any], **more: Any) -> dict[str, Any]:
-    return {
-        "record-count": record_count,
-        "byte-count": record_count * 10,
-        "record-rate": record_count / 60,
-        "replication-latency-ms": latency,
-        "replication-records-lag": lag,
-        **more,
-    }
 
 
 @pytest.fixture
 def tables(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Config: flows a->b (active), a->c (disabled), b->a (no data), c->a (failing batches); rows for a->b."""
-    # The API's clock stands inside NOW's minute: the windows below were chosen at import, and a long suite may run
-    # this test many minutes later, when "the last 5 minutes" would no longer hold them.
-    monkeypatch.setattr(srm.control.metrics, "_now", lambda now_ms: NOW + 30_000 if now_ms is None else now_ms)
-    for name, value in {
-        "SRM_CONFIG_TABLE": "config",
-        "SRM_STATE_TABLE": "state",
-        "SRM_METRICS_TABLE": "metrics",
-        "SRM_CONFIG_CACHE_SECONDS": "0",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_config_table(db, "config")
-        create_state_table(db, "state")
-        create_metrics_table(db, "metrics")
-        props = {
-            "clusters": "a, b, c",
-            **{f"{c}.bootstrap.servers": f"{c}:9092" for c in "abc"},
-            "a->b.enabled": "true",
-            "a->b.topics": "orders",
-            "a->c.enabled": "false",
-            "b->a.enabled": "true",
-            "c->a.enabled": "true",
-        }
-        ConfigStore(db, "config").replace_all(SrmConfig.from_properties(Properties.of(props)))
-        state = StateStore(db, "state")
-        state.put_topic_mapping("a", "b", TopicMappingRecord("orders", "a.orders", 2))
-        state.update_flow_status("a", "b", heartbeat_ms=NOW - 4_000, heartbeat_replicated_ms=NOW - 1_000)
-        state.update_flow_status("a", "b", last_checkpoint_ms=NOW - 30_000)
-        metrics = MetricsTable(db, "metrics")
-        flow, topic = Series("1m", "flow", "a", "b"), Series("1m", "topic", "a", "b", "orders")
-        metrics.write(
-            [
-                MetricPoint(flow, OLD, window(1000, 40, LATENCY_1)),
-                MetricPoint(flow, W2, window(50, 3, LATENCY_2)),  # written out of order on purpose
-                MetricPoint(flow, W1, window(100, 7, LATENCY_1, **{"heartbeat-age-ms": 900})),
-                MetricPoint(topic, W1, window(100, 7, LATENCY_1)),
-                MetricPoint(topic, W2, window(50, 3, LATENCY_2)),
-                MetricPoint(Series("1m", "partition", "a", "b", "orders", 1), W1, window(60, 4, LATENCY_1)),
-                MetricPoint(Series("1h", "flow", "a", "b"), NOW - 3_600_000, window(1150, 3, LATENCY_2)),
-                MetricPoint(Series("1m", "flow", "c", "a"), W1, {"record-count": 5, "replication-failures": 2}),
-            ]
-        )
-        App.reset()
-        yield {"db": db}
-        App.reset()
+    with known_metrics(monkeypatch) as made:
+        yield made
 
 
 def get(path: str, **query: str) -> tuple[int, dict[str, Any]]:
@@ -343,3 +277,30 @@ def test_every_route_honours_the_committed_spec_over_http(server: ApiServer, cas
     response = case.call(base_url=server.url, timeout=10)
     # a schema-valid request may still be refused (from after to, beyond retention): the spec cannot say so
     case.validate_response(response, excluded_checks=[positive_data_acceptance])
+
+
+def test_the_local_server_gives_the_handler_one_event_at_a_time() -> None:
+    # as a Lambda execution environment does: Powertools' resolver keeps the current event in class state, so two
+    # events at once would answer each other's routes (the web view asks for several series at once)
+    inside, most = 0, 0
+    guard = threading.Lock()
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        nonlocal inside, most
+        with guard:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.02)
+        with guard:
+            inside -= 1
+        return {"statusCode": 200, "body": event["path"]}
+
+    api = ApiServer(handler)
+    api.start()
+    try:
+        paths = [f"/v2/{i}" for i in range(24)]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda p: requests.get(api.url + p, timeout=10).text, paths))
+    finally:
+        api.stop()
+    assert answers == paths and most == 1

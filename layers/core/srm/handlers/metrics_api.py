@@ -2,14 +2,18 @@
 
 Routes and validation are Powertools' event handler; its OpenAPI generation gives the committed spec
 (``python -m srm.handlers.metrics_api > openapi/metrics-api.json`` regenerates it) and Swagger UI at ``/swagger``.
+``/ui`` is the web view: the page in ``web/`` (beside this module) with its script, styles and the vendored chart
+library inlined.
 The queries are :mod:`srm.control.metrics`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
+from importlib import resources
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -160,6 +164,30 @@ def partition_metrics(
     return _queries().series(
         metric, source, target, upstreamTopic, partition, from_ms=from_, to_ms=to, resolution=resolution
     )
+
+
+WEB = resources.files("srm.handlers") / "web"  # package data, not a package: every handler module is a function
+INLINE = re.compile(r"<!-- inline:(\S+) -->")
+
+
+@functools.cache
+def web_view() -> str:
+    """The web view's page with every ``<!-- inline:file -->`` replaced by that file (a script or styles)."""
+
+    def inline(marker: re.Match[str]) -> str:
+        name = marker.group(1)
+        tag = "style" if name.endswith(".css") else "script"
+        text = (WEB / name).read_text(encoding="utf-8")
+        if f"</{tag}" in text.lower():  # would end the element early; no vendored release has done so
+            raise ValueError(f"{name} contains </{tag}: it cannot be inlined")
+        return f"<{tag}>\n{text}\n</{tag}>"
+
+    return INLINE.sub(inline, (WEB / "index.html").read_text(encoding="utf-8"))
+
+
+@api.get("/ui", include_in_schema=False)
+def ui() -> Response[str]:
+    return Response(200, "text/html; charset=utf-8", web_view(), headers={"Cache-Control": "no-cache"})
 
 
 @logger.inject_lambda_context(log_event=False)

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 URL_FILE = "api.url"
+# A Lambda execution environment takes one event at a time, and the handler relies on it: Powertools' resolvers keep
+# the current event in class state (one per process), so concurrent requests would answer each other's routes.
+_ONE_AT_A_TIME = threading.Lock()
 
 
 def api_url(state_dir: Path = STATE_DIR) -> str | None:
@@ -96,7 +99,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length > 0 else b""
         event = gateway_event(self.command, self.path, dict(self.headers.items()), body, self.client_address[0])
         try:
-            response = self.server.handler(event, LocalContext("srm-metrics-api"))
+            with _ONE_AT_A_TIME:
+                response = self.server.handler(event, LocalContext("srm-metrics-api"))
         except Exception as e:  # API Gateway answers a failed invocation with 502; so do we, and log why
             log.error("metrics API: %s %s failed: %s", self.command, self.path, e, exc_info=True)
             failed = '{"message": "Internal server error"}'
