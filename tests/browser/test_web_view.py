@@ -132,7 +132,8 @@ def test_flows_topics_and_charts_with_the_known_points(browser: webdriver.Chrome
     assert "selected" in str(statuses["a->b"].get_attribute("class"))  # the first active flow, with no fragment
     assert statuses["a->b"].text.startswith("a → b ACTIVE 1")  # flow, status, topics
     assert text(browser, "#topics-flow") == "a → b"
-    assert [r[:3] for r in rows(browser, "topics")] == [["orders", "a.orders", "2"]]
+    assert [r[:4] for r in rows(browser, "topics")] == [["orders", "a.orders", "ACTIVE", "2"]]
+    assert rows(browser, "flows")[0][4:6] == ["18 ms", "110 ms"]  # latency p50, p99
     assert text(browser, "#charted") == "a → b"
     # the flow's windows in the last 2 hours: OLD, W1, W2 (records 1000, 100, 50; lag 40, 7, 3)
     assert charts(browser) == {"throughput": ("ready", 3), "latency": ("ready", 3), "lag": ("ready", 3)}

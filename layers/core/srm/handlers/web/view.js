@@ -105,6 +105,7 @@
       cell(row, badge(f.status));
       cell(row, show.count(f.topics), "number");
       cell(row, show.count(f.figures.record_rate), "number");
+      cell(row, show.ms(f.figures.latency_p50_ms), "number");
       cell(row, show.ms(f.figures.latency_p99_ms), "number");
       cell(row, show.count(f.figures.lag), "number");
       cell(row, show.ms(f.heartbeat_age_ms), "number");
@@ -126,8 +127,10 @@
       row.classList.toggle("selected", chosen.topic === t.upstream_topic);
       cell(row, t.upstream_topic);
       cell(row, t.remote_topic);
+      cell(row, badge(t.status));
       cell(row, show.count(t.partitions), "number");
       cell(row, show.count(t.figures.record_rate), "number");
+      cell(row, show.ms(t.figures.latency_p50_ms), "number");
       cell(row, show.ms(t.figures.latency_p99_ms), "number");
       cell(row, show.count(t.figures.lag), "number");
       // a second click on the charted topic goes back to the flow
