@@ -437,3 +437,15 @@ def test_alarms_notify_the_optional_topic_with_the_parameters_thresholds(templat
     for alarm_id, metric in (("FailedBatchesAlarm", "ReplicatorFailure"), ("CheckpointErrorsAlarm", "Errors")):
         props = alarms[alarm_id]
         assert (props["MetricName"], props["Statistic"], props["Threshold"]) == (metric, "Sum", 0), alarm_id
+
+
+def test_remote_querying_advertises_this_stacks_api_and_calls_only_the_named_peers(translated: dict[str, Any]) -> None:
+    # GIVEN the translated stack WHEN topic sync's environment and the API function's role are read THEN topic sync
+    # advertises this stack's API URL, and the API may invoke exactly the PeerApiArns (none by default)
+    env = resources_of(translated, "AWS::Lambda::Function")["TopicSyncFunction"]["Properties"]["Environment"]
+    assert env["Variables"]["SRM_API_URL"]["Fn::Sub"].startswith("https://${MetricsApi}.execute-api.")
+    invokes = [(r, s) for r, s in role_statements(translated) if "execute-api:Invoke" in as_list(s["Action"])]
+    assert [(r, s["Resource"]) for r, s in invokes] == [("MetricsApiFunctionRole", {"Ref": "PeerApiArns"})]
+    adverts = [s for r, s in role_statements(translated) if s.get("Sid") == "TargetApiAdvert"]
+    assert [r for r, s in role_statements(translated) if s.get("Sid") == "TargetApiAdvert"] == ["TopicSyncFunctionRole"]
+    assert adverts[0]["Resource"][1]["Fn::Sub"][0].endswith(":topic/${Cluster}/srm-metrics-api.internal")
