@@ -31,7 +31,7 @@ from srm.aws.api_client import ApiAnswer, PeerUnreachableError
 from srm.config.settings import SrmConfig
 from srm.control.metrics import Deployment, PeerStatus, Replications
 from srm.errors import RetriableError, SrmError
-from srm.kafka.adverts import AdvertError, ApiAdvert, write_advert
+from srm.kafka.adverts import ApiAdvert, write_advert
 
 __all__ = [
     "FORWARDED_HEADER",
@@ -110,7 +110,6 @@ class _Peer:
 
 @dataclass
 class _Answer:
-    peer: _Peer
     status: PeerStatus
     replications: Replications | None = None
     served_by: Deployment | None = None
@@ -155,7 +154,7 @@ class Gateway:
         def read(alias: str) -> list[ApiAdvert] | str:
             try:
                 return self._directory(config, alias, DISCOVERY_TIMEOUT_S)
-            except (AdvertError, SrmError) as e:
+            except SrmError as e:  # AdvertError, or a ConfigError of that cluster's client settings
                 return str(e)
 
         with ThreadPoolExecutor(max_workers=min(8, len(aliases)) or 1, thread_name_prefix="discover") as pool:
@@ -217,15 +216,15 @@ class Gateway:
                 f"{peer.url}/v2/replications", {FORWARDED_HEADER: me.name, "Accept": "application/json"}
             )
         except PeerUnreachableError as e:
-            return _Answer(peer, status.model_copy(update={"status": "unreachable", "error": str(e)}))
+            return _Answer(status.model_copy(update={"status": "unreachable", "error": str(e)}))
         status = status.model_copy(update={"http_status": answer.status})
         if answer.status != 200:
-            return _Answer(peer, status.model_copy(update={"status": "error", "error": _message(answer)}))
+            return _Answer(status.model_copy(update={"status": "error", "error": _message(answer)}))
         try:
             replications = Replications.model_validate_json(answer.body)
         except ValidationError:
             error = f"not a metrics API answer: {answer.body[:80]!r}"
-            return _Answer(peer, status.model_copy(update={"status": "error", "error": error}))
+            return _Answer(status.model_copy(update={"status": "error", "error": error}))
         served_by = replications.served_by or Deployment(name=peer.name or peer.url, url=peer.url, region=peer.region)
         served_by = served_by.model_copy(update={"url": served_by.url or peer.url})
         status = status.model_copy(
@@ -235,7 +234,7 @@ class Gateway:
                 "flows": len(replications.replications),
             }
         )
-        return _Answer(peer, status, replications, served_by)
+        return _Answer(status, replications, served_by)
 
     # -- the other routes --------------------------------------------------------------------------------------
     def ask_owner(
