@@ -448,3 +448,15 @@ def test_source_auth_offers_what_lambda_takes_for_msk_and_needs_a_secret(templat
     assert rule["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "SourceSecretArn"}, ""]}]}
     with pytest.raises(ConfigError, match="SASL_SCRAM_512_AUTH, CLIENT_CERTIFICATE_TLS_AUTH"):
         Environment.from_env({"SRM_SOURCE_AUTH": "SASL_SCRAM_256_AUTH", "SRM_SOURCE_SECRET_ARN": "arn:x"})
+
+
+def test_remote_querying_advertises_this_stacks_api_and_calls_only_the_named_peers(translated: dict[str, Any]) -> None:
+    # GIVEN the translated stack WHEN topic sync's environment and the API function's role are read THEN topic sync
+    # advertises this stack's API URL, and the API may invoke exactly the PeerApiArns (none by default)
+    env = resources_of(translated, "AWS::Lambda::Function")["TopicSyncFunction"]["Properties"]["Environment"]
+    assert env["Variables"]["SRM_API_URL"]["Fn::Sub"].startswith("https://${MetricsApi}.execute-api.")
+    invokes = [(r, s) for r, s in role_statements(translated) if "execute-api:Invoke" in as_list(s["Action"])]
+    assert [(r, s["Resource"]) for r, s in invokes] == [("MetricsApiFunctionRole", {"Ref": "PeerApiArns"})]
+    adverts = [s for r, s in role_statements(translated) if s.get("Sid") == "TargetApiAdvert"]
+    assert [r for r, s in role_statements(translated) if s.get("Sid") == "TargetApiAdvert"] == ["TopicSyncFunctionRole"]
+    assert adverts[0]["Resource"][1]["Fn::Sub"][0].endswith(":topic/${Cluster}/srm-metrics-api.internal")

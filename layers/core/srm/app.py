@@ -14,6 +14,8 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_SOURCE_SECRET_ARN``         topic sync only: the secret of those credentials
 ``SRM_METRICS_STREAM``            the Firehose delivery stream of raw metric records (monitoring template)
 ``SRM_METRICS_DIR``               local runtime: raw metric records go to ``<dir>/raw/dt=…/hour=…`` instead
+``SRM_API_URL``                   the metrics API's base URL, advertised by topic sync (remote querying)
+``SRM_DEPLOYMENT_NAME``           the name it is advertised under unless ``metrics.api.deployment.name`` says
 ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``   where DynamoDB is (boto3 reads them)
 ================================  =====================================================================
 """
@@ -24,7 +26,9 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,6 +37,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from srm.aws.api_client import PeerApiClient
 from srm.aws.config_table import ConfigStore
 from srm.aws.firehose import FirehoseSink
 from srm.aws.lambda_mappings import LambdaEventSources
@@ -40,11 +45,14 @@ from srm.aws.metrics_table import MetricsTable
 from srm.aws.state import StateStore
 from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import FlowSettings, SrmConfig
+from srm.control.metrics import Deployment
+from srm.control.remote import AdvertContext, Gateway, deployment
 from srm.core.loops import mirror_skips
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.acls import TopicAcls
 from srm.kafka.admin import RemoteTopics, ensure_topic
+from srm.kafka.adverts import ADVERTS_TOPIC, read_adverts
 from srm.kafka.clients import KafkaClients, consumer_config
 from srm.kafka.readers import quiet_probe
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
@@ -78,6 +86,8 @@ class Environment:
     source_auth: tuple[str, str] | None = None  # how the mappings authenticate (SRM_SOURCE_AUTH, _SECRET_ARN)
     metrics_stream: str | None = None  # raw metrics to this Firehose stream …
     metrics_dir: str | None = None  # … or, locally, into files under this folder; neither: none are emitted
+    api_url: str | None = None  # this deployment's metrics API, advertised to peers (remote querying)
+    deployment: str | None = None  # its default name (else the region)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Environment:
@@ -99,6 +109,8 @@ class Environment:
             source_auth=_source_auth(env.get("SRM_SOURCE_AUTH", ""), env.get("SRM_SOURCE_SECRET_ARN", "")),
             metrics_stream=env.get("SRM_METRICS_STREAM") or None,
             metrics_dir=env.get("SRM_METRICS_DIR") or None,
+            api_url=(env.get("SRM_API_URL") or "").rstrip("/") or None,
+            deployment=env.get("SRM_DEPLOYMENT_NAME") or None,
         )
 
     def flow(self) -> Flow:
@@ -164,6 +176,7 @@ class App:
 
     _current: App | None = None
     _current_lock = threading.Lock()
+    _bound: ContextVar[App | None] = ContextVar("srm_app", default=None)
 
     def __init__(self, env: Environment, dynamodb: Any | None = None) -> None:
         self.env = env
@@ -190,6 +203,7 @@ class App:
         self._state_writers = StateWriters()
         self._refusals_warned = SeenOnce()
         self._lock = threading.Lock()
+        self._gateway: Gateway | None = None
         self.metrics = self._metrics_emitter()
 
     def _metrics_emitter(self) -> Emitter:
@@ -204,6 +218,9 @@ class App:
 
     @classmethod
     def current(cls) -> App:
+        bound = cls._bound.get()
+        if bound is not None:
+            return bound
         with cls._current_lock:
             if cls._current is None:
                 cls._current = cls(Environment.from_env())
@@ -215,8 +232,43 @@ class App:
         with cls._current_lock:
             cls._current = None
 
+    @classmethod
+    @contextmanager
+    def serving(cls, app: App) -> Iterator[App]:
+        """``current()`` is ``app`` in this thread meanwhile: several deployments' APIs in one test process."""
+        token = cls._bound.set(app)
+        try:
+            yield app
+        finally:
+            cls._bound.reset(token)
+
     def config(self) -> SrmConfig:
         return self.config_store.load()
+
+    def deployment(self, config: SrmConfig, request_url: str | None = None) -> Deployment:
+        """This deployment as its metrics API advertises it (remote querying)."""
+        env = self.env
+        return deployment(config, env_name=env.deployment, url=env.api_url, region=env.region, request_url=request_url)
+
+    def gateway(self) -> Gateway:
+        """The metrics API's remote querying, once per container (it caches peers and owners)."""
+        with self._lock:
+            if self._gateway is None:
+                client = PeerApiClient()
+                resolver = self.kafka.resolver
+                self._gateway = Gateway(lambda c, alias, t: read_adverts(c, alias, t, resolver), client.get)
+            return self._gateway
+
+    def advert_context(self) -> AdvertContext | None:
+        """Topic sync's advert of this deployment's metrics API on the flow's target; None without an API URL."""
+        if self.env.api_url is None:
+            return None
+        flow, config, settings, _ = self._bind()
+        self.ensure_internal_topic(config, flow.target, ADVERTS_TOPIC, settings.checkpoints_topic_replication_factor)
+        producer = self.kafka.producer(
+            config, flow.target, flow, delivery_timeout_ms=settings.mirror_delivery_timeout_ms, tag="adverts"
+        )
+        return AdvertContext(self.deployment(config), producer, min(30.0, settings.mirror_delivery_timeout_ms / 1000.0))
 
     def remote_topics(self, config: SrmConfig, source: str, target: str) -> RemoteTopics:
         settings = config.settings(source, target)

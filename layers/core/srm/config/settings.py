@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -53,6 +54,7 @@ CLIENT_ROLES = ("producer", "consumer", "admin")
 SIDES = ("source", "target")
 _FLOW_RE = re.compile(r"^(?P<source>[^\s.,>]+?)->(?P<target>[^\s.,>]+?)\.(?P<key>.+)$")
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+_DEPLOYMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]{0,199}$")
 
 # Kafka client settings that apply to every client of a cluster without a role prefix (MM2's CLIENT_CONFIG_DEF).
 _COMMON_CLIENT_KEYS = frozenset({"bootstrap.servers", "security.protocol", "client.id", "client.rack"})
@@ -261,7 +263,14 @@ class FlowSettings(BaseModel):
 SETTING_KEYS = FlowSettings.keys()
 # Settings of the whole runtime, never of one flow or cluster.
 METRICS_AGGREGATION_INTERVAL = "metrics.aggregation.interval.seconds"
-GLOBAL_KEYS = frozenset({METRICS_AGGREGATION_INTERVAL})
+# Remote querying: the name this deployment advertises its metrics API under, whether its API acts as a gateway
+# (discovers peers through the clusters), and peers' API base URLs it queries besides.
+METRICS_API_DEPLOYMENT_NAME = "metrics.api.deployment.name"
+METRICS_API_GATEWAY = "metrics.api.gateway.enabled"
+METRICS_API_PEERS = "metrics.api.peers"
+GLOBAL_KEYS = frozenset(
+    {METRICS_AGGREGATION_INTERVAL, METRICS_API_DEPLOYMENT_NAME, METRICS_API_GATEWAY, METRICS_API_PEERS}
+)
 # An alias prefixes its cluster's settings, so it cannot be the first word of another setting.
 _RESERVED_ALIASES = frozenset(
     {k.split(".")[0] for k in SETTING_KEYS | _IGNORED_KEYS | _COMMON_CLIENT_KEYS}
@@ -391,6 +400,9 @@ class SrmConfig:
                 )
         _refuse_identity_loops(config)
         config.metrics_aggregation_interval_seconds()
+        config.metrics_api_peers()
+        config.metrics_api_gateway()
+        config.metrics_api_deployment_name()
         return config
 
     def metrics_aggregation_interval_seconds(self) -> float:
@@ -407,6 +419,44 @@ class SrmConfig:
                 origin=self.properties.origin(METRICS_AGGREGATION_INTERVAL),
             )
         return value
+
+    def metrics_api_peers(self) -> tuple[str, ...]:
+        """Base URLs of other deployments' metrics APIs (``metrics.api.peers``), without a trailing slash."""
+        peers = []
+        for url in parse_list(self.properties.get(METRICS_API_PEERS)):
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+                raise ConfigError(
+                    f"{METRICS_API_PEERS}: {url!r} is not an API base URL; expected http(s)://host[:port][/stage]",
+                    key=METRICS_API_PEERS,
+                    origin=self.properties.origin(METRICS_API_PEERS),
+                )
+            peers.append(url.rstrip("/"))
+        return tuple(peers)
+
+    def metrics_api_gateway(self) -> bool:
+        """Whether the metrics API discovers peers through the clusters (``metrics.api.gateway.enabled``, false)."""
+        text = self.properties.get(METRICS_API_GATEWAY, "false").strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(
+                f"{METRICS_API_GATEWAY}: expected true or false, got {text!r}",
+                key=METRICS_API_GATEWAY,
+                origin=self.properties.origin(METRICS_API_GATEWAY),
+            )
+        return text == "true"
+
+    def metrics_api_deployment_name(self) -> str | None:
+        """The name this deployment's API is advertised under (``metrics.api.deployment.name``; None: the
+        runtime's default)."""
+        name = self.properties.get(METRICS_API_DEPLOYMENT_NAME, "").strip()
+        if name and not _DEPLOYMENT_RE.match(name):
+            raise ConfigError(
+                f"{METRICS_API_DEPLOYMENT_NAME}: {name!r} is not a valid name (letters, digits, '.', ':', '/', '_', "
+                "'-'; at most 200)",
+                key=METRICS_API_DEPLOYMENT_NAME,
+                origin=self.properties.origin(METRICS_API_DEPLOYMENT_NAME),
+            )
+        return name or None
 
     # -- lookups ----------------------------------------------------------------------------------------------
     def check_alias(self, alias: str) -> str:

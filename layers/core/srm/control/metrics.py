@@ -22,11 +22,13 @@ from srm.metrics.series import RESOLUTIONS, MetricPoint, Series
 __all__ = [
     "METRICS",
     "BadRequestError",
+    "Deployment",
     "FlowSummary",
     "MetricName",
     "MetricQueries",
     "MetricSeries",
     "NotFoundError",
+    "PeerStatus",
     "Replications",
     "TopicSummary",
     "Topics",
@@ -90,6 +92,28 @@ class TopicSummary(BaseModel):
     figures: Figures
 
 
+class Deployment(BaseModel):
+    """A deployment serving the metrics API (remote querying): its advertised name, API base URL and region."""
+
+    name: str
+    url: str | None
+    region: str | None
+
+
+class PeerStatus(BaseModel):
+    """How a peer deployment answered this request: ``ok``, ``unreachable`` (no answer in time) or ``error`` (it
+    answered with an error status or something that is not this API's)."""
+
+    name: str  # its advertised name; its URL when it never said
+    url: str
+    region: str | None
+    found_via: Literal["kafka", "config"]  # an advert on a cluster, or metrics.api.peers
+    status: Literal["ok", "unreachable", "error"]
+    http_status: int | None = None
+    error: str | None = None
+    flows: int = 0
+
+
 class FlowSummary(BaseModel):
     source: str
     target: str
@@ -99,10 +123,14 @@ class FlowSummary(BaseModel):
     figures: Figures
     heartbeat_age_ms: int | None
     last_checkpoint_ms: int | None
+    served_by: Deployment | None = None  # the deployment that runs the flow and answers its queries
 
 
 class Replications(BaseModel):
     replications: list[FlowSummary]
+    served_by: Deployment | None = None  # the deployment that answered
+    peers: list[PeerStatus] = []  # a gateway's peers, each with how it answered
+    discovery_errors: list[str] = []  # clusters whose adverts a gateway could not read
 
 
 class Topics(BaseModel):

@@ -4,7 +4,8 @@ Routes and validation are Powertools' event handler; its OpenAPI generation give
 (``python -m srm.handlers.metrics_api > openapi/metrics-api.json`` regenerates it) and Swagger UI at ``/swagger``.
 ``/ui`` is the web view: the page in ``web/`` (beside this module) with its script, styles and the vendored chart
 library inlined.
-The queries are :mod:`srm.control.metrics`.
+The queries are :mod:`srm.control.metrics`; remote querying (a gateway's merged flows, other deployments' flows
+answered by them) is :mod:`srm.control.remote`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
 from srm.app import App
+from srm.config.settings import SrmConfig
 from srm.control.metrics import (
     BadRequestError,
+    Deployment,
     MetricName,
     MetricQueries,
     MetricSeries,
@@ -33,6 +36,7 @@ from srm.control.metrics import (
     Replications,
     Topics,
 )
+from srm.control.remote import FORWARDED_HEADER, PeerAnswer, PeerUnavailableError
 
 __all__ = ["api", "lambda_handler", "openapi_json"]
 
@@ -47,7 +51,11 @@ ROUTES = (
 )
 TITLE = "serverless-srm metrics API"
 VERSION = "2"
-DESCRIPTION = "Replication metrics of the flows this deployment runs (MM2/SRM metric names; times in epoch ms)."
+DESCRIPTION = (
+    "Replication metrics of the flows this deployment runs (MM2/SRM metric names; times in epoch ms). A gateway "
+    "(remote querying) also lists other deployments' flows and answers for them by asking the deployment that runs "
+    f"them; a request with the `{FORWARDED_HEADER}` header is answered from this deployment's own data only."
+)
 # Powertools inlines Swagger UI's script and styles into the page (no swagger_base_url): it works offline
 api.enable_swagger(path="/swagger", title=TITLE, version=VERSION, description=DESCRIPTION)
 
@@ -62,13 +70,40 @@ class ErrorMessage(BaseModel):
 
 
 def _errors(*codes: int) -> dict[int, OpenAPIResponse]:
-    what = {400: "Unknown metric, bad time range or resolution", 404: "Unknown flow, cluster, topic or partition"}
+    what = {
+        400: "Unknown metric, bad time range or resolution",
+        404: "Unknown flow, cluster, topic or partition",
+        502: "The flow is another deployment's, which did not answer",
+    }
     return {c: {"description": what[c], "content": {"application/json": {"model": ErrorMessage}}} for c in codes}
 
 
 def _queries() -> MetricQueries:
     app = App.current()
     return MetricQueries(app.config_store, app.state, app.metrics_table)
+
+
+def _here() -> tuple[App, SrmConfig, Deployment]:
+    app = App.current()
+    config = app.config()
+    context = api.current_event.request_context
+    request_url = f"https://{context.domain_name}/{context.stage}" if context.domain_name else None
+    return app, config, app.deployment(config, request_url)
+
+
+def _forwarded() -> bool:
+    return bool(api.current_event.headers.get(FORWARDED_HEADER))
+
+
+def _ask_owner(source: str, target: str) -> None:
+    """Another deployment's flow: its answer, raised as :class:`PeerAnswer` (a gateway's remote querying)."""
+    if _forwarded():
+        return
+    app, config, me = _here()
+    if (source, target) not in config.flows:
+        event = api.current_event
+        query = event.multi_value_query_string_parameters or {}
+        app.gateway().ask_owner(config, me, source, target, event.path, query)
 
 
 def _error(status: int, message: str) -> Response[str]:
@@ -83,6 +118,18 @@ def _not_found(e: NotFoundError) -> Response[str]:
 @api.exception_handler(BadRequestError)
 def _bad_request(e: BadRequestError) -> Response[str]:
     return _error(400, str(e))
+
+
+@api.exception_handler(PeerAnswer)
+def _peer_answer(e: PeerAnswer) -> Response[str]:
+    body = e.answer.body.decode(errors="replace")
+    served = {"X-Srm-Served-By": e.peer.name}
+    return Response(e.answer.status, e.answer.content_type or "application/json", body, headers=served)
+
+
+@api.exception_handler(PeerUnavailableError)
+def _peer_unavailable(e: PeerUnavailableError) -> Response[str]:
+    return _error(502, str(e))
 
 
 @api.exception_handler(RequestValidationError)
@@ -104,35 +151,40 @@ def _no_route(_: Exception) -> Response[str]:
     return _error(404, f"no such route: {path} (routes: {', '.join(ROUTES)})")
 
 
-@api.get(ROUTES[0], summary="Every flow with its status and figures over the last 5 minutes")
+@api.get(
+    ROUTES[0], summary="Every flow with its status and figures over the last 5 minutes (a gateway's: every peer's too)"
+)
 def replications() -> Replications:
-    return _queries().replications()
+    app, config, me = _here()
+    return app.gateway().replications(config, me, _queries().replications(), forwarded=_forwarded())
 
 
 @api.get(
     ROUTES[1],
     summary="The topics of a flow with their figures",
-    responses=_errors(400, 404),
+    responses=_errors(400, 404, 502),
 )
 def topics(source: str, target: str) -> Topics:
+    _ask_owner(source, target)
     return _queries().topics(source, target)
 
 
 @api.get(
     ROUTES[2],
     summary="A metric of a flow over time",
-    responses=_errors(400, 404),
+    responses=_errors(400, 404, 502),
 )
 def cluster_metrics(
     source: str, target: str, metric: Metric, from_: From = None, to: To = None, resolution: Resolution = "1m"
 ) -> MetricSeries:
+    _ask_owner(source, target)
     return _queries().series(metric, source, target, from_ms=from_, to_ms=to, resolution=resolution)
 
 
 @api.get(
     ROUTES[3],
     summary="A metric of a topic over time",
-    responses=_errors(400, 404),
+    responses=_errors(400, 404, 502),
 )
 def topic_metrics(
     source: str,
@@ -143,13 +195,14 @@ def topic_metrics(
     to: To = None,
     resolution: Resolution = "1m",
 ) -> MetricSeries:
+    _ask_owner(source, target)
     return _queries().series(metric, source, target, upstreamTopic, from_ms=from_, to_ms=to, resolution=resolution)
 
 
 @api.get(
     ROUTES[4],
     summary="A metric of one partition of a topic over time",
-    responses=_errors(400, 404),
+    responses=_errors(400, 404, 502),
 )
 def partition_metrics(
     source: str,
@@ -161,6 +214,7 @@ def partition_metrics(
     to: To = None,
     resolution: Resolution = "1m",
 ) -> MetricSeries:
+    _ask_owner(source, target)
     return _queries().series(
         metric, source, target, upstreamTopic, partition, from_ms=from_, to_ms=to, resolution=resolution
     )

@@ -1,5 +1,6 @@
 """The topic-sync function (EventBridge schedule): remote topics, partitions, topic configs and ACLs, topic
-mappings and the mirror's event source mappings (:func:`srm.replication.topic_sync.sync_topics`)."""
+mappings and the mirror's event source mappings (:func:`srm.replication.topic_sync.sync_topics`); each run also
+refreshes the deployment's metrics API advert on the flow's target (:func:`srm.control.remote.advertise`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from srm.app import App
+from srm.control.remote import advertise
 from srm.metrics.emf import Value, publish
 from srm.replication.topic_sync import TopicSyncError, TopicSyncResult, sync_topics
 
@@ -27,9 +29,19 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise
     finally:
         app.metrics.flush(1.0)
+        _advertise(app)
     publish(flow, [*topic_sync_values(result), ("TopicSyncFailures", 0, None)])
     logger.info("topics synced", extra={"replicated": len(result.plan.replicated)})
     return result.summary()
+
+
+def _advertise(app: App) -> None:
+    try:
+        context = app.advert_context()
+        if context is not None:
+            advertise(context)
+    except Exception as e:  # peers find this deployment a run later; the sync itself went as it went
+        logger.warning("metrics API not advertised, next run retries: %s", e)
 
 
 def topic_sync_values(result: TopicSyncResult) -> list[Value]:

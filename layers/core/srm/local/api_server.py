@@ -31,9 +31,6 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 URL_FILE = "api.url"
-# A Lambda execution environment takes one event at a time, and the handler relies on it: Powertools' resolvers keep
-# the current event in class state (one per process), so concurrent requests would answer each other's routes.
-_ONE_AT_A_TIME = threading.Lock()
 
 
 def api_url(state_dir: Path = STATE_DIR) -> str | None:
@@ -99,7 +96,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length > 0 else b""
         event = gateway_event(self.command, self.path, dict(self.headers.items()), body, self.client_address[0])
         try:
-            with _ONE_AT_A_TIME:
+            with self.server.one_at_a_time:
                 response = self.server.handler(event, LocalContext("srm-metrics-api"))
         except Exception as e:  # API Gateway answers a failed invocation with 502; so do we, and log why
             log.error("metrics API: %s %s failed: %s", self.command, self.path, e, exc_info=True)
@@ -135,6 +132,11 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: Handler) -> None:
         super().__init__(address, _RequestHandler)
         self.handler = handler
+        # A Lambda execution environment takes one event at a time, and the handler relies on it: Powertools' resolvers
+        # keep the current event in class state, so concurrent requests would answer each other's routes. srm run
+        # serves one API per process; a lock per server (not per process) lets tests run a gateway and its peers in
+        # one process, the gateway waiting for a peer's answer.
+        self.one_at_a_time = threading.Lock()
 
 
 class ApiServer:

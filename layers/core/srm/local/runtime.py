@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -239,6 +240,9 @@ class LocalRuntime:
             "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
             "POWERTOOLS_LOG_LEVEL": "INFO" if o.verbose else "WARNING",
             "POWERTOOLS_METRICS_DISABLED": "false" if o.verbose and o.metrics else "true",
+            # remote querying: topic sync advertises the API; a run is named by its host and working directory
+            **({"SRM_API_URL": f"http://127.0.0.1:{self.api_port}"} if self.api_port else {}),
+            "SRM_DEPLOYMENT_NAME": f"{socket.gethostname()}:{o.state_dir.resolve().parent}",
             **({"SRM_METRICS_DIR": str(self.metrics_dir)} if o.metrics else {}),
             **self._secret_env,
             **o.extra_env,
