@@ -503,3 +503,16 @@ def test_requests_to_api_gateway_are_signed_for_execute_api() -> None:
     assert "/eu-west-1/execute-api/aws4_request" in authorization
     assert "x-srm-forwarded-by" in authorization  # the loop guard is signed too
     assert headers["X-Amz-Security-Token"] == "token" and headers["X-Srm-Forwarded-By"] == "central"
+
+
+def test_srm_metrics_through_a_gateway_names_who_serves_each_flow(remote: SimpleNamespace, tmp_path: Path) -> None:
+    done = srm_metrics("--once", "--url", remote.central.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    header = next(line for line in done.stdout.splitlines() if line.startswith("FLOW"))
+    assert header.split()[-2:] == ["SERVED", "BY"]
+    served: dict[str, str] = {}
+    for line in done.stdout.splitlines()[1:]:
+        if line.split() and "->" in line.split()[0]:
+            served.setdefault(line.split()[0], line.split()[-1])
+    assert served["x->y"] == "east" and served["a->b"] == "central"
+    assert "clicks -> x.clicks" in done.stdout  # the peer's topics, asked through the gateway

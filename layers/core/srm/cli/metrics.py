@@ -47,7 +47,7 @@ def render(flows: Sequence[dict[str, Any]]) -> str:
     """Flows, then each flow's topics: status, records/s, latency p50/p99, lag (over the last 5 minutes)."""
     if not flows:
         return "no flows configured"
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for f in flows:
         fig = f["figures"]
         rows.append(
@@ -63,7 +63,11 @@ def render(flows: Sequence[dict[str, Any]]) -> str:
                 _clock(f["last_checkpoint_ms"]),
             )
         )
-    lines = _table(_FLOW_COLUMNS, rows)
+    header: tuple[str, ...] = _FLOW_COLUMNS
+    servers = [(f.get("served_by") or {}).get("name") or "-" for f in flows]
+    if len(set(servers)) > 1:  # a gateway's answer: say which deployment runs each flow
+        header, rows = (*header, "SERVED BY"), [(*row, server) for row, server in zip(rows, servers, strict=True)]
+    lines = _table(header, rows)
     for f in flows:
         lines += ["", f"{f['source']}->{f['target']} topics:"]
         if f.get("error"):
