@@ -119,9 +119,7 @@ def librdkafka_config(
     jaas = values.get("sasl.jaas.config")
     if jaas is not None and is_iam_jaas(jaas):
         if mechanism not in ("AWS_MSK_IAM", "OAUTHBEARER"):
-            raise error(
-                "sasl.jaas.config", "the MSK IAM login module needs sasl.mechanism=AWS_MSK_IAM (or OAUTHBEARER)"
-            )
+            raise error("sasl.jaas.config", "the MSK IAM login module needs sasl.mechanism=AWS_MSK_IAM or OAUTHBEARER")
         if values.get("security.protocol", "").strip().upper() != "SASL_SSL":
             raise error("sasl.jaas.config", "MSK IAM authentication needs security.protocol=SASL_SSL")
         try:
