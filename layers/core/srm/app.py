@@ -8,6 +8,7 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_STATE_TABLE``               state table name (default ``srm-state``)
 ``SRM_METRICS_TABLE``             metrics table name (default ``srm-metrics``; the metrics API reads it)
 ``SRM_CONFIG_CACHE_SECONDS``      how stale the cached config may be (default 10)
+``SRM_SECRETS_CACHE_SECONDS``     how long a Secrets Manager value is cached (default 300; rotation shows after it)
 ``SRM_MIRROR_FUNCTION``           topic sync only: the mirror function's ARN, target of the event source mappings
 ``SRM_SOURCE_CLUSTER_ARN``        topic sync only: the source MSK cluster the mappings read
 ``SRM_SOURCE_AUTH``               topic sync only: how mappings authenticate (``SASL_SCRAM_512_AUTH``…; IAM if unset)
@@ -22,7 +23,6 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -35,15 +35,14 @@ from typing import Any, NamedTuple
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
 
 from srm.aws.api_client import PeerApiClient
 from srm.aws.config_table import ConfigStore
 from srm.aws.firehose import FirehoseSink
 from srm.aws.lambda_mappings import LambdaEventSources
 from srm.aws.metrics_table import MetricsTable
+from srm.aws.secrets import DEFAULT_SECRETS_MAX_AGE, secrets_manager_resolver
 from srm.aws.state import StateStore
-from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import FlowSettings, SrmConfig
 from srm.control.metrics import Deployment
 from srm.control.remote import AdvertContext, Gateway, deployment
@@ -69,7 +68,7 @@ from srm.replication.mirror import (
 )
 from srm.replication.topic_sync import SeenOnce, TopicSyncContext
 
-__all__ = ["App", "Environment"]
+__all__ = ["App", "Environment", "secrets_manager_resolver"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +79,7 @@ class Environment:
     state_table: str = "srm-state"
     metrics_table: str = "srm-metrics"
     config_cache_seconds: float = 10.0
+    secrets_cache_seconds: float = DEFAULT_SECRETS_MAX_AGE
     region: str = "us-east-1"
     mirror_function: str | None = None  # with source_cluster_arn: event source mappings through the Lambda API
     source_cluster_arn: str | None = None
@@ -96,6 +96,10 @@ class Environment:
             cache = float(env.get("SRM_CONFIG_CACHE_SECONDS", "10"))
         except ValueError:
             raise ConfigError("SRM_CONFIG_CACHE_SECONDS must be a number of seconds") from None
+        try:
+            secrets_cache = float(env.get("SRM_SECRETS_CACHE_SECONDS", str(DEFAULT_SECRETS_MAX_AGE)))
+        except ValueError:
+            raise ConfigError("SRM_SECRETS_CACHE_SECONDS must be a number of seconds") from None
         return cls(
             source=env.get("SRM_SOURCE") or None,
             target=env.get("SRM_TARGET") or None,
@@ -103,6 +107,7 @@ class Environment:
             state_table=env.get("SRM_STATE_TABLE", "srm-state"),
             metrics_table=env.get("SRM_METRICS_TABLE", "srm-metrics"),
             config_cache_seconds=cache,
+            secrets_cache_seconds=secrets_cache,
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             mirror_function=env.get("SRM_MIRROR_FUNCTION") or None,
             source_cluster_arn=env.get("SRM_SOURCE_CLUSTER_ARN") or None,
@@ -132,38 +137,6 @@ def _source_auth(kind: str, secret_arn: str) -> tuple[str, str] | None:
     return kind, secret_arn
 
 
-def secrets_manager_resolver(region: str) -> SecretResolver:
-    """Secret references: ``${secretsmanager:<id>[:<json key>]}`` besides ``${env:…}`` and ``${file:…}``."""
-    cache: dict[str, str] = {}
-
-    def resolve(provider: str, path: str) -> str:
-        if provider != "secretsmanager":
-            return default_secret_resolver(provider, path)
-        secret_id, json_key = _secret_ref(path)
-        if secret_id not in cache:
-            client = boto3.client("secretsmanager", region_name=region)
-            try:
-                cache[secret_id] = client.get_secret_value(SecretId=secret_id)["SecretString"]
-            except (BotoCoreError, ClientError, KeyError) as e:  # KeyError: a binary secret
-                raise ConfigError(f"${{secretsmanager:{path}}}: cannot read secret {secret_id}: {e}") from None
-        value = cache[secret_id]
-        if not json_key:
-            return value
-        try:
-            return str(json.loads(value)[json_key])
-        except (ValueError, KeyError):
-            raise ConfigError(f"${{secretsmanager:{path}}}: secret has no JSON key {json_key!r}") from None
-
-    return resolve
-
-
-def _secret_ref(path: str) -> tuple[str, str]:
-    """``name[:json-key]`` or ``arn:aws:secretsmanager:region:account:secret:name[:json-key]``."""
-    parts = path.split(":")
-    n = 7 if path.startswith("arn:") else 1
-    return ":".join(parts[:n]), ":".join(parts[n:])
-
-
 class _Bound(NamedTuple):
     flow: Flow
     config: SrmConfig
@@ -186,7 +159,7 @@ class App:
         self.config_store = ConfigStore(self.dynamodb, env.config_table, env.config_cache_seconds)
         self.state = StateStore(self.dynamodb, env.state_table)
         self.metrics_table = MetricsTable(self.dynamodb, env.metrics_table)
-        self.kafka = KafkaClients(secrets_manager_resolver(env.region))
+        self.kafka = KafkaClients(secrets_manager_resolver(env.region, env.secrets_cache_seconds))
         self._remote_topics: dict[Flow, RemoteTopics] = {}
         self._internal_topics: set[tuple[str, str]] = set()
         self._internal_topic_lock = threading.Lock()

@@ -46,6 +46,19 @@ def _parser() -> argparse.ArgumentParser:
         ".srm-local/api.url)",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
+    check = sub.add_parser(
+        "check",
+        help="validate a config file offline and show each cluster's client settings (secrets masked) and each "
+        "flow's filters",
+    )
+    check.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
+    check.add_argument(
+        "--connect",
+        action="store_true",
+        help="also ask each cluster for its topics (Secrets Manager references are read): which answer, and which "
+        "topics each flow would replicate now; exit 1 when a cluster does not answer",
+    )
+    check.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for a cluster (default 5)")
     metrics = sub.add_parser(
         "metrics", help="the flows and topics of the srm run in this directory: status, records/s, latency, lag"
     )
@@ -86,6 +99,17 @@ def main(argv: list[str] | None = None) -> int:
                 api_port=args.api_port,
             )
             return run(config, options)
+        if args.command == "check":
+            from srm.app import secrets_manager_resolver
+            from srm.control.check import check, print_report
+
+            report = check(
+                load_file(args.config),
+                resolver=secrets_manager_resolver(_region()) if args.connect else None,
+                connect=args.connect,
+                timeout=args.timeout,
+            )
+            return print_report(report, print)
         if args.command == "metrics":
             from srm.cli.metrics import watch
             from srm.local.api_client import MetricsApiClient, find_api_url
@@ -105,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(e, PermanentError) else 1
     except KeyboardInterrupt:
         return 0 if args.command == "metrics" else 130
+
+
+def _region() -> str:
+    import botocore.session
+
+    region: str | None = botocore.session.get_session().get_config_variable("region")
+    return region or "us-east-1"
 
 
 if __name__ == "__main__":

@@ -40,6 +40,9 @@ SENSITIVE_KEYS = frozenset(
 )
 _REF = re.compile(r"\$\{(?P<provider>[a-zA-Z]+):(?P<path>[^}]*)\}")
 _WHOLE_REF = re.compile(r"^\$\{[a-zA-Z]+:[^}]*\}$")
+_IAM_JAAS = re.compile(
+    r"^\s*software\.amazon\.msk\.auth\.iam\.IAM(?:OAuthBearer)?LoginModule\s+required\b(?![^;]*Secret)"
+)
 
 
 def is_sensitive(key: str) -> bool:
@@ -48,7 +51,10 @@ def is_sensitive(key: str) -> bool:
 
 
 def is_plain_secret(key: str, value: str) -> bool:
-    """A secret written out, not a reference to one (``${env:…}``, ``${secretsmanager:…}``)."""
+    """A secret written out, not a reference to one (``${env:…}``, ``${secretsmanager:…}``). An MSK IAM login
+    module line holds no secret (role and profile names at most), so it may stay in the config table."""
+    if _IAM_JAAS.match(value) and (key == "sasl.jaas.config" or key.endswith(".sasl.jaas.config")):
+        return False
     return is_sensitive(key) and bool(value) and not _WHOLE_REF.match(value.strip())
 
 

@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -21,10 +21,11 @@ from confluent_kafka.admin import (
     AdminClient,
 )
 
-from srm.config.secrets import SecretResolver, default_secret_resolver, resolve_refs
+from srm.config.secrets import MASK, SecretResolver, default_secret_resolver, is_sensitive, resolve_refs
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
 from srm.flow import Flow
+from srm.kafka.msk_iam import is_iam_jaas, signer_from_jaas
 
 __all__ = [
     "Acks",
@@ -65,77 +66,163 @@ _JAVA_ONLY = frozenset(
         "buffer.memory",
     }
 )
+# Read by the translation below rather than passed on.
+_TRANSLATED = frozenset(
+    {
+        "sasl.jaas.config",
+        "sasl.mechanism",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.type",
+        "ssl.keystore.type",
+    }
+)
+# The Java client's in-memory PEM settings and librdkafka's names for them (``${secretsmanager:…}`` values).
+_JAVA_PEM = {
+    "ssl.keystore.key": "ssl.key.pem",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+    "ssl.truststore.certificates": "ssl.ca.pem",
+}
 
 
 def librdkafka_config(
     settings: Mapping[str, tuple[str, str]],
     config: SrmConfig,
     resolver: SecretResolver = default_secret_resolver,
-) -> dict[str, str]:
-    """Translate resolved client settings (``{key: (value, defining key)}``) into a librdkafka config."""
-    out: dict[str, str] = {}
-    jaas: tuple[str, str] | None = None
-    truststore: tuple[str, str] | None = None
+) -> dict[str, Any]:
+    """Translate resolved client settings (``{key: (value, defining key)}``) into a librdkafka config; MSK IAM
+    settings become OAUTHBEARER with an ``oauth_cb`` (:class:`MskIamSigner`), the one value that is not a string."""
+    out: dict[str, Any] = {}
+    values: dict[str, str] = {}
     for key, (raw, defined_by) in settings.items():
         try:
-            value = resolve_refs(raw, resolver)
+            values[key] = resolve_refs(raw, resolver)
         except ConfigError as e:
             raise ConfigError(
                 f"{defined_by}: {e}", key=defined_by, origin=config.properties.origin(defined_by)
             ) from None
-        if key == "sasl.jaas.config":
-            jaas = (value, defined_by)
-        elif key == "ssl.truststore.location":
-            truststore = (value, defined_by)
-        elif key == "ssl.endpoint.identification.algorithm":
-            out[key] = value or "none"
-        elif key in ("ssl.truststore.password",):
-            continue  # a PEM truststore has no password
-        elif key in _JAVA_ONLY:
+
+    def error(key: str, message: str) -> ConfigError:
+        defined_by = settings[key][1] if key in settings else key
+        return ConfigError(f"{defined_by}: {message}", key=defined_by, origin=config.properties.origin(defined_by))
+
+    for key, value in values.items():
+        if key in _TRANSLATED:
             continue
-        else:
+        if key == "ssl.endpoint.identification.algorithm":
+            out[key] = value or "none"
+        elif key in _JAVA_PEM:
+            out[_JAVA_PEM[key]] = value
+        elif key not in _JAVA_ONLY:
             out[key] = value
-    if jaas is not None:
-        value, defined_by = jaas
-        if "IAMLoginModule" in value:
-            raise ConfigError(
-                f"{defined_by}: AWS MSK IAM authentication is not supported by this client yet; "
-                "use SASL/SCRAM or mTLS for the cluster",
-                key=defined_by,
-                origin=config.properties.origin(defined_by),
-            )
-        creds = dict(_JAAS_KV.findall(value))
-        if "username" not in creds or "password" not in creds:
-            raise ConfigError(
-                f'{defined_by}: expected username="…" password="…" in sasl.jaas.config',
-                key=defined_by,
-                origin=config.properties.origin(defined_by),
-            )
-        out.setdefault("sasl.username", creds["username"])
-        out.setdefault("sasl.password", creds["password"])
-    if truststore is not None:
-        value, defined_by = truststore
-        store_type = settings.get("ssl.truststore.type", ("PEM", ""))[0].upper()
-        if store_type != "PEM" and not value.endswith((".pem", ".crt")):
-            raise ConfigError(
-                f"{defined_by}: librdkafka cannot read {store_type or 'JKS'} truststores; convert it to PEM and set "
-                "ssl.ca.location (or ssl.truststore.location with ssl.truststore.type=PEM)",
-                key=defined_by,
-                origin=config.properties.origin(defined_by),
-            )
-        out.setdefault("ssl.ca.location", value)
-    keystore_type = settings.get("ssl.keystore.type", ("PKCS12", ""))[0].upper()
-    if "ssl.keystore.location" in out and keystore_type not in ("PKCS12", "P12"):
-        key = settings["ssl.keystore.location"][1]
-        raise ConfigError(
-            f"{key}: librdkafka reads PKCS#12 keystores only; convert the {keystore_type} keystore to PKCS#12",
-            key=key,
-            origin=config.properties.origin(key),
+    mechanism = values.get("sasl.mechanism", "").strip().upper()
+    jaas = values.get("sasl.jaas.config")
+    if jaas is not None and is_iam_jaas(jaas):
+        if mechanism not in ("AWS_MSK_IAM", "OAUTHBEARER"):
+            raise error("sasl.jaas.config", "the MSK IAM login module needs sasl.mechanism=AWS_MSK_IAM or OAUTHBEARER")
+        if values.get("security.protocol", "").strip().upper() != "SASL_SSL":
+            raise error("sasl.jaas.config", "MSK IAM authentication needs security.protocol=SASL_SSL")
+        try:
+            out["oauth_cb"] = signer_from_jaas(jaas, values.get("bootstrap.servers"), "")
+        except ValueError as e:
+            raise error("sasl.jaas.config", str(e).lstrip(": ")) from None
+        out["sasl.mechanism"] = "OAUTHBEARER"
+    elif mechanism == "AWS_MSK_IAM":
+        raise error(
+            "sasl.mechanism",
+            "AWS_MSK_IAM needs sasl.jaas.config = software.amazon.msk.auth.iam.IAMLoginModule required;",
         )
+    else:
+        if "sasl.mechanism" in values:
+            out["sasl.mechanism"] = values["sasl.mechanism"]
+        if jaas is not None:
+            _jaas_credentials(jaas, out, error)
+    if "ssl.truststore.location" in values:
+        _truststore(values, out, error)
+    if "ssl.keystore.location" in values:
+        _keystore(values, out, error)
     return out
 
 
-def _with(base: dict[str, str], defaults: Mapping[str, str], enforced: Mapping[str, str], where: str) -> dict[str, str]:
+def _jaas_credentials(jaas: str, out: dict[str, Any], error: Callable[[str, str], ConfigError]) -> None:
+    """PLAIN/SCRAM credentials of a Java login module line."""
+    creds = dict(_JAAS_KV.findall(jaas))
+    if "username" not in creds or "password" not in creds:
+        raise error("sasl.jaas.config", 'expected username="…" password="…" in sasl.jaas.config')
+    out.setdefault("sasl.username", creds["username"])
+    out.setdefault("sasl.password", creds["password"])
+
+
+def _store_type(values: Mapping[str, str], kind: str, path: str) -> str:
+    """A Java store's type: its ``ssl.<kind>.type``, else told by the file name (Java's default is JKS)."""
+    declared = values.get(f"ssl.{kind}.type", "").strip().upper()
+    if declared:
+        return "PKCS12" if declared == "P12" else declared
+    lower = path.lower()
+    if lower.endswith((".pem", ".crt", ".cer")):
+        return "PEM"
+    if lower.endswith((".p12", ".pfx")):
+        return "PKCS12"
+    return "JKS"
+
+
+def _truststore(values: Mapping[str, str], out: dict[str, Any], error: Callable[[str, str], ConfigError]) -> None:
+    path = values["ssl.truststore.location"]
+    kind = _store_type(values, "truststore", path)
+    if kind == "PEM":
+        out.setdefault("ssl.ca.location", path)
+    elif kind == "PKCS12":
+        password = values.get("ssl.truststore.password")
+        try:
+            out.setdefault("ssl.ca.pem", pkcs12_certificates_pem(path, password))
+        except (OSError, ValueError) as e:
+            reason = e.strerror if isinstance(e, OSError) else "wrong ssl.truststore.password or not a PKCS#12 file"
+            raise error(
+                "ssl.truststore.location",
+                f"cannot read the PKCS#12 truststore {path} ({reason}); or convert it to PEM yourself: "
+                f"openssl pkcs12 -in {path} -nokeys -out ca.pem, then set ssl.truststore.location=ca.pem",
+            ) from None
+    else:
+        raise error(
+            "ssl.truststore.location",
+            f"librdkafka cannot read {kind} truststores; convert it to PEM: keytool -importkeystore -srckeystore "
+            f"{path} -destkeystore truststore.p12 -deststoretype PKCS12 && openssl pkcs12 -in truststore.p12 -nokeys "
+            "-out ca.pem, then set ssl.truststore.location=ca.pem",
+        )
+
+
+def _keystore(values: Mapping[str, str], out: dict[str, Any], error: Callable[[str, str], ConfigError]) -> None:
+    path = values["ssl.keystore.location"]
+    kind = _store_type(values, "keystore", path)
+    if kind == "PEM":  # one file with the key and the certificate chain
+        out.pop("ssl.keystore.location", None)
+        out.setdefault("ssl.key.location", path)
+        out.setdefault("ssl.certificate.location", path)
+    elif kind != "PKCS12":  # librdkafka reads PKCS#12 keystores itself (ssl.keystore.location/.password)
+        raise error(
+            "ssl.keystore.location",
+            f"librdkafka reads PKCS#12 or PEM keystores only; convert the {kind} keystore: keytool -importkeystore "
+            f"-srckeystore {path} -destkeystore keystore.p12 -deststoretype PKCS12, then set "
+            "ssl.keystore.location=keystore.p12",
+        )
+
+
+def pkcs12_certificates_pem(path: str, password: str | None) -> str:
+    """The certificates of a PKCS#12 file as PEM (a Java truststore converted for ``ssl.ca.pem``)."""
+    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
+    with open(path, "rb") as f:
+        data = f.read()
+    store = pkcs12.load_pkcs12(data, password.encode() if password else None)
+    certs = [c.certificate for c in store.additional_certs]
+    if store.cert is not None:
+        certs.insert(0, store.cert.certificate)
+    if not certs:
+        raise ValueError("no certificates")
+    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
+
+
+def _with(base: dict[str, Any], defaults: Mapping[str, str], enforced: Mapping[str, str], where: str) -> dict[str, Any]:
     conf = {**defaults, **base}
     for key, required in enforced.items():
         if key in base and base[key].lower() != required.lower():
@@ -153,7 +240,7 @@ def producer_config(
     *,
     delivery_timeout_ms: int,
     resolver: SecretResolver = default_secret_resolver,
-) -> dict[str, str]:
+) -> dict[str, Any]:
     """An idempotent, acks=all producer: every acknowledged record is durable and in order."""
     base = librdkafka_config(config.client(alias, "producer", flow), config, resolver)
     defaults = {
@@ -178,7 +265,7 @@ def consumer_config(
     *,
     group_id: str,
     resolver: SecretResolver = default_secret_resolver,
-) -> dict[str, str]:
+) -> dict[str, Any]:
     """A consumer that commits only what it is told to and skips aborted transactions."""
     base = librdkafka_config(config.client(alias, "consumer", flow), config, resolver)
     defaults = {
@@ -200,7 +287,7 @@ def admin_config(
     alias: str,
     flow: Flow | None = None,
     resolver: SecretResolver = default_secret_resolver,
-) -> dict[str, str]:
+) -> dict[str, Any]:
     return librdkafka_config(config.client(alias, "admin", flow), config, resolver)
 
 
@@ -228,13 +315,19 @@ CLIENT_LOG = logging.getLogger("srm.kafka.client")
 CLIENT_LOG.addFilter(_OncePerMinute())
 
 
-def build(kind: type, conf: dict[str, str], config: SrmConfig, alias: str, role: str) -> Any:
+def build(kind: type, conf: dict[str, Any], config: SrmConfig, alias: str, role: str) -> Any:
     """Construct a client, turning librdkafka's config complaints into a ConfigError naming the setting; its log
     lines go to :data:`CLIENT_LOG`."""
     try:
-        return kind({**conf, "logger": CLIENT_LOG})
+        client = kind({**conf, "logger": CLIENT_LOG})
+        if "oauth_cb" in conf and hasattr(client, "poll"):
+            client.poll(0)  # confluent-kafka before 2.13 signs the first token only from poll
+        return client
     except (KafkaException, ValueError, TypeError) as e:
         message = str(e.args[0] if e.args else e)
+        for key, value in conf.items():  # librdkafka quotes an invalid value: never a secret's
+            if is_sensitive(key) and isinstance(value, str) and value:
+                message = message.replace(value, MASK)
         m = re.search(r'property[:\s]+"?([\w.\-]+)"?', message)
         bad = m.group(1) if m else None
         defined = config.client(alias, role).get(bad, (None, None))[1] if bad else None
@@ -359,9 +452,9 @@ class KafkaClients:
     def __init__(self, resolver: SecretResolver = default_secret_resolver) -> None:
         self.resolver = resolver
         self._lock = threading.Lock()
-        self._clients: dict[tuple[str, str, str], tuple[dict[str, str], Any]] = {}
+        self._clients: dict[tuple[str, str, str], tuple[dict[str, Any], Any]] = {}
 
-    def _get(self, kind: type, role: str, alias: str, conf: dict[str, str], config: SrmConfig, tag: str) -> Any:
+    def _get(self, kind: type, role: str, alias: str, conf: dict[str, Any], config: SrmConfig, tag: str) -> Any:
         key = (kind.__name__, alias, tag)
         with self._lock:
             cached = self._clients.get(key)
