@@ -27,6 +27,11 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# srm.aws's tests (marker aws_adapter) on LocalStack instead of moto; its own venv, .venv-localstack (Python 3.12+)
+.PHONY: test-localstack
+test-localstack: install
+	$(BIN)/python -m tests.support.localstack -m aws_adapter
+
 bench: install
 	$(BIN)/python -m bench
 
