@@ -51,8 +51,13 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# srm.aws's tests (marker aws_adapter) on LocalStack instead of moto; its own venv, .venv-localstack (Python 3.12+)
+.PHONY: test-localstack
+test-localstack: install
+	$(BIN)/python -m tests.support.localstack -m aws_adapter
+
 bench: install
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(SAM_VENV) .venv-localstack .pytest_cache .ruff_cache .mypy_cache build *.egg-info

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from srm.aws.state import StateStore, create_state_table
+from tests.support.aws import aws
 from tests.support.clusters import Cluster, running_clusters, using_external_clusters
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.
@@ -48,8 +48,8 @@ def restartable(fresh_clusters: dict[str, Cluster]) -> dict[str, Cluster]:
 
 @pytest.fixture
 def state() -> Iterator[StateStore]:
-    """An empty state table on moto."""
-    with mock_aws():
+    """An empty state table on moto (or the emulator at SRM_TEST_AWS_ENDPOINT: tests/support/aws.py)."""
+    with aws():
         db = boto3.client("dynamodb", region_name="us-east-1")
         create_state_table(db, "state")
         yield StateStore(db, "state")

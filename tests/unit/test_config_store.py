@@ -1,4 +1,5 @@
-"""srm.aws.config_table on moto's DynamoDB: versioned scopes, conditional transactional commits, the cached load."""
+"""srm.aws.config_table on DynamoDB (moto, or LocalStack's DynamoDB Local): versioned scopes, conditional
+transactional commits, the cached load."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
 from srm.config.parsing import Properties
 from srm.config.scopes import scope_key, split_scopes
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
+from tests.support.aws import aws
+
+pytestmark = pytest.mark.aws_adapter
 
 TABLE = "srm-config"
 BASE = {
@@ -33,7 +36,7 @@ def config(**changes: str | None) -> SrmConfig:
 
 @pytest.fixture
 def dynamodb() -> Iterator[Any]:
-    with mock_aws():
+    with aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_config_table(client, TABLE)
         yield client
@@ -159,7 +162,7 @@ def test_load_serves_the_cache_until_it_expires_or_fresh_is_asked(dynamodb: Any)
 
 
 def test_read_of_a_missing_table_raises_store_error_naming_it():
-    with mock_aws():
+    with aws():
         store = ConfigStore(boto3.client("dynamodb", region_name="us-east-1"), "nope", cache_seconds=0)
         with pytest.raises(ConfigStoreError, match="config table nope does not exist") as raised:
             store.read()

@@ -1,13 +1,18 @@
 """srm.core.checkpoints.translate_group: a group's committed offsets translated forward and back through the offset
-runs the mirror recorded (moto's state table), including the quiet tail past the last replicated record."""
+runs the mirror recorded (the state table, on moto or LocalStack), including the quiet tail past the last replicated
+record."""
 
 from __future__ import annotations
+
+import pytest
 
 from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
 from srm.core.checkpoints import CachedRuns, translate_group
 from srm.core.offsets import Run
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
+
+pytestmark = pytest.mark.aws_adapter
 
 
 def replicate(policy: ReplicationPolicy, target: str = "b"):

@@ -1,4 +1,5 @@
-"""Raw metric sinks: hourly local files, Firehose → S3 (moto), and an emitter that never fails the caller."""
+"""Raw metric sinks: hourly local files, Firehose → S3 (moto or LocalStack), and an emitter that never fails the
+caller."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from srm.aws.firehose import FirehoseSink
 from srm.metrics.schema import HeartbeatSample, decode, encode
 from srm.metrics.sinks import FileSink, MetricsEmitter, raw_partition
+from tests.support.aws import aws
 
 HOUR_MS = 3_600_000
 T0 = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC
@@ -92,7 +93,7 @@ def test_emitter_never_blocks_when_full_and_counts_what_it_dropped() -> None:
 
 @pytest.fixture
 def firehose() -> Iterator[tuple[object, object]]:
-    with mock_aws():
+    with aws():
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="metrics")
         client = boto3.client("firehose", region_name="us-east-1")
@@ -108,6 +109,7 @@ def firehose() -> Iterator[tuple[object, object]]:
         yield client, s3
 
 
+@pytest.mark.aws_adapter
 def test_firehose_sink_delivers_json_lines_to_s3(firehose: tuple[object, object]) -> None:
     client, s3 = firehose
     sink = FirehoseSink(client, "srm-metrics", record_bytes=300)  # small records: lines are packed into several

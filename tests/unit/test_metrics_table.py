@@ -1,4 +1,5 @@
-"""The metrics table on moto: series × time range queries, idempotent overwrites, TTL on 1-minute items only."""
+"""The metrics table on DynamoDB (moto or LocalStack): series × time range queries, idempotent overwrites, TTL on
+1-minute items only."""
 
 from __future__ import annotations
 
@@ -6,15 +7,17 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
 from srm.metrics.series import MetricPoint, Series
+from tests.support.aws import aws
+
+pytestmark = pytest.mark.aws_adapter
 
 
 @pytest.fixture
 def table() -> Iterator[MetricsTable]:
-    with mock_aws():
+    with aws():
         db = boto3.client("dynamodb", region_name="us-east-1")
         create_metrics_table(db, "metrics")
         create_metrics_table(db, "metrics")  # a second create is a no-op

@@ -1,5 +1,5 @@
-"""srm.state: the origin of a partition's offset runs and the notes of untranslated committed offsets, on moto;
-and where MM2 keeps a flow's offset syncs."""
+"""srm.state: the origin of a partition's offset runs and the notes of untranslated committed offsets, on DynamoDB
+(moto or LocalStack); and where MM2 keeps a flow's offset syncs."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from srm.mm2.policy import DefaultReplicationPolicy
 from srm.replication.mirror import offset_syncs_topic
 
 
+@pytest.mark.aws_adapter
 def test_origin_is_recorded_by_the_first_batch_of_a_partition_without_runs_only(state: StateStore) -> None:
     asked = []
 
@@ -35,6 +36,7 @@ def test_origin_is_recorded_by_the_first_batch_of_a_partition_without_runs_only(
     assert state.origin("a", "c", "t", 0) is None
 
 
+@pytest.mark.aws_adapter
 def test_origin_recorded_by_a_failed_attempt_stays_when_the_state_has_no_runs_yet(state: StateStore) -> None:
     state._record_origin("a", "b", "t", 0, lambda: Origin(0, fresh=True))  # the attempt's runs were not written
 
@@ -43,6 +45,7 @@ def test_origin_recorded_by_a_failed_attempt_stays_when_the_state_has_no_runs_ye
     assert state.origin("a", "b", "t", 0) == Origin(0, fresh=True)
 
 
+@pytest.mark.aws_adapter
 def test_origin_that_cannot_be_told_fails_the_write_and_records_nothing(state: StateStore) -> None:
     def broken() -> Origin:
         raise RuntimeError("source unreachable")
@@ -53,6 +56,7 @@ def test_origin_that_cannot_be_told_fails_the_write_and_records_nothing(state: S
     assert state.origin("a", "b", "t", 0) is None
 
 
+@pytest.mark.aws_adapter
 def test_untranslated_notes_are_kept_beside_checkpoints_and_cleared_by_the_next_one(state: StateStore) -> None:
     checkpoint = StoredCheckpoint(1_000, 1_000, "a.t", "", 5)
     state.put_checkpoints("a", "b", "g", {("t", 0): checkpoint})

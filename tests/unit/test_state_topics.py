@@ -1,8 +1,13 @@
-"""srm.aws.state: topic mapping and event source mapping items (the topic control plane's records), on moto."""
+"""srm.aws.state: topic mapping and event source mapping items (the topic control plane's records), on DynamoDB
+(moto or LocalStack)."""
 
 from __future__ import annotations
 
+import pytest
+
 from srm.aws.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
+
+pytestmark = pytest.mark.aws_adapter
 
 
 def test_topic_mapping_round_trips_per_flow_and_deletes(state: StateStore) -> None:
