@@ -118,7 +118,8 @@ def read_source_offsets(
         for p in metadata.partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
             ranges[(topic, p)] = (low, high)
-        for msg in read_to_end(consumer, ranges, timeout_s):
+        # Short polls: the topic holds a few records per partition replicated, and a long one waits out its timeout.
+        for msg in read_to_end(consumer, ranges, timeout_s, poll_s=0.02):
             where = parse_source_partition(msg.key() or b"")
             if where not in wanted_keys:
                 continue  # another flow's, or another connector's

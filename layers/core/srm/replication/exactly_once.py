@@ -26,6 +26,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaException, Producer
@@ -67,6 +68,8 @@ class ExactlyOnce:
         self._committed: dict[PartitionKey, _Committed] = {}
         self._open: set[PartitionKey] = set()  # partitions in a transaction not committed yet
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None  # commits of a batch's partitions, started on first use
+        self._pool_lock = threading.Lock()
 
     def configure(self, producer: dict[str, str], reader: dict[str, str], timeout_s: float) -> None:
         """The current configuration: the target's producer and consumer settings, and the delivery timeout."""
@@ -134,39 +137,54 @@ class ExactlyOnce:
         runs_of: Callable[[PartitionBatch, Acks], list[Run]],
     ) -> dict[PartitionKey, list[Run]]:
         """For each partition with records: wait for their acknowledgements, add its new source offset to the
-        transaction and commit it. Returns the runs committed. A partition that fails is aborted and its producer
-        dropped (the batch is retried; partitions committed before it are left out then)."""
-        runs: dict[PartitionKey, list[Run]] = {}
-        for entry in pending:
-            batch, _, acks = entry
-            key = (batch.topic, batch.partition)
-            runs[key] = []
-            if not len(batch):
-                continue  # every record was written before: no transaction
-            producer, _ = self._producer(key)
-            try:
-                await_acks(producer, [entry], self._timeout_s)
-                acks.offsets.sort()
-                partition_runs = runs_of(batch, acks)
-                offset = SourceOffset(self.source, batch.topic, batch.partition, lasts[key], tuple(partition_runs))
-                producer.produce(self.offsets_topic, offset.value(), offset.key())
-                producer.commit_transaction(self._timeout_s)
-            except KafkaException as e:
-                self._forget(key)
-                if fenced(e):
-                    raise TransactionError(
-                        f"{self._tid(key)}: fenced by a newer invocation of {batch.topic}-{batch.partition}; "
-                        "nothing of this one is committed"
-                    ) from None
-                raise TransactionError(f"{self._tid(key)}: transaction not committed: {e.args[0]}") from None
-            except Exception:
-                self._forget(key)
-                raise
-            with self._lock:
-                self._committed[key] = _Committed(offset, recorded=False)
-                self._open.discard(key)
-            runs[key] = partition_runs
+        transaction and commit it; the partitions side by side (each commit is a few round trips to the broker).
+        Returns the runs committed. A partition that fails is aborted and its producer dropped; the first failure
+        is raised once every partition is done (the batch is retried; the partitions committed are left out then)."""
+        work = [entry for entry in pending if len(entry[0])]  # an empty one was written before: no transaction
+        if len(work) <= 1:
+            done = [self._commit_partition(entry, lasts, await_acks, runs_of) for entry in work]
+        else:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="srm-commit")
+            futures = [self._pool.submit(self._commit_partition, e, lasts, await_acks, runs_of) for e in work]
+            wait(futures)
+            done = [future.result() for future in futures]  # the first failure, after every partition finished
+        runs: dict[PartitionKey, list[Run]] = {(b.topic, b.partition): [] for b, _, _ in pending}
+        runs.update(done)
         return runs
+
+    def _commit_partition(
+        self,
+        entry: Pending,
+        lasts: Mapping[PartitionKey, int],
+        await_acks: Callable[[Producer, list[Pending], float], None],
+        runs_of: Callable[[PartitionBatch, Acks], list[Run]],
+    ) -> tuple[PartitionKey, list[Run]]:
+        batch, _, acks = entry
+        key = (batch.topic, batch.partition)
+        producer, _ = self._producer(key)
+        try:
+            await_acks(producer, [entry], self._timeout_s)
+            partition_runs = runs_of(batch, acks)
+            offset = SourceOffset(self.source, batch.topic, batch.partition, lasts[key], tuple(partition_runs))
+            producer.produce(self.offsets_topic, offset.value(), offset.key())
+            producer.commit_transaction(self._timeout_s)
+        except KafkaException as e:
+            self._forget(key)
+            if fenced(e):
+                raise TransactionError(
+                    f"{self._tid(key)}: fenced by a newer invocation of {batch.topic}-{batch.partition}; "
+                    "nothing of this one is committed"
+                ) from None
+            raise TransactionError(f"{self._tid(key)}: transaction not committed: {e.args[0]}") from None
+        except Exception:
+            self._forget(key)
+            raise
+        with self._lock:
+            self._committed[key] = _Committed(offset, recorded=False)
+            self._open.discard(key)
+        return key, partition_runs
 
     def recorded(self, keys: Iterable[PartitionKey]) -> None:
         """The runs of these partitions' last transactions are in the state table now."""
