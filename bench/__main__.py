@@ -210,6 +210,21 @@ def main() -> int:
                     f"({decoded.records_per_s:,.0f} with the JSON decode)",
                     flush=True,
                 )
+            # The same events through an exactly-once flow (another source alias: its own remote topics).
+            labels["handler_exactly_once"] = "handler alone, exactly.once.source.support=enabled"
+            eos_flow = {**_flow_properties("xsrc", "hdst", bootstraps), "exactly.once.source.support": "enabled"}
+            paths["handler_exactly_once"] = {}
+            for name, result in run_handler(eos_flow, "xsrc", "hdst", batches).items():
+                w = workloads[name]
+                _check_replicated(bootstraps, w, f"xsrc.{w.topic}")
+                result.bytes = result.records * w.record_bytes
+                paths["handler_exactly_once"][name] = result.as_json()
+                ratio = result.records_per_s / paths["handler"][name]["records_per_s"]
+                paths["handler_exactly_once"][name]["vs_at_least_once"] = round(ratio, 2)
+                print(
+                    f"handler exactly-once {name}: {result.records_per_s:,.0f} records/s ({ratio:.2f} x at-least-once)",
+                    flush=True,
+                )
             del batches
             facts["handler_state"] = "moto in-process (mock_aws): one state write per batch per partition"
 

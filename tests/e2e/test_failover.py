@@ -20,6 +20,11 @@ FAST = {
     "emit.checkpoints.interval.seconds": 1,
     "sync.group.offsets.interval.seconds": 1,
 }
+# The delivery guarantee of the flows: translation must be exact in both (exactly-once adds a commit marker on the
+# target after every batch's records).
+MODES = pytest.mark.parametrize(
+    "mode", [{}, {"exactly.once.source.support": "enabled"}], ids=["at-least-once", "exactly-once"]
+)
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
@@ -140,8 +145,9 @@ def assert_exactly_the_rest(
 
 
 # -- tests -------------------------------------------------------------------------------------------------------
+@MODES
 def test_failover_group_resumes_on_target_exactly_across_truncation_transactions_and_plain(
-    fresh_clusters, tmp_path: Path
+    fresh_clusters, tmp_path: Path, mode: dict[str, str]
 ):
     # GIVEN three partitions: p0 truncated by DeleteRecords, p1 holding committed and aborted transactions, p2 plain
     a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
@@ -158,7 +164,9 @@ def test_failover_group_resumes_on_target_exactly_across_truncation_transactions
     read_before = consume_and_commit(a, group, topic, {0: 25, 1: 30, 2: 41})
 
     # WHEN the flow replicates and checkpoints, and the group then consumes on the target
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST)
+    config = write_config(
+        tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group, **mode}}, **FAST
+    )
     with SrmRun(config, tmp_path):
         wait_replicated(a, topic, b, f"a.{topic}")
         wait_group_synced(b, group, f"a.{topic}", 3)
@@ -168,7 +176,8 @@ def test_failover_group_resumes_on_target_exactly_across_truncation_transactions
     assert_exactly_the_rest(source, read_before, read_after)
 
 
-def test_failover_lagging_group_near_the_start_translates_exactly(fresh_clusters, tmp_path: Path):
+@MODES
+def test_failover_lagging_group_near_the_start_translates_exactly(fresh_clusters, tmp_path: Path, mode: dict[str, str]):
     # GIVEN a long partition and a group that has read only its first record
     a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
     topic, group = unique("events"), unique("slow")
@@ -181,7 +190,7 @@ def test_failover_lagging_group_near_the_start_translates_exactly(fresh_clusters
     config = write_config(
         tmp_path / "srm.yaml",
         {"a": a, "b": b},
-        {"a->b": {"topics": topic, "groups": group}},
+        {"a->b": {"topics": topic, "groups": group, **mode}},
         **FAST,
         **{"event.source.batch.size": 20},
     )
@@ -249,7 +258,10 @@ def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not
     assert committed_on(b, idle, remote, 1) == {0: 40}
 
 
-def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(fresh_clusters, tmp_path: Path):
+@MODES
+def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(
+    fresh_clusters, tmp_path: Path, mode: dict[str, str]
+):
     a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
     topic, group = unique("orders"), unique("app")
     create_topic(a, topic, 2, {"retention.ms": "-1"})
@@ -259,7 +271,7 @@ def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(fr
     config = write_config(
         tmp_path / "srm.yaml",
         {"a": a, "b": b},
-        {"a->b": {"topics": ".*", "groups": group}, "b->a": {"topics": ".*", "groups": group}},
+        {"a->b": {"topics": ".*", "groups": group, **mode}, "b->a": {"topics": ".*", "groups": group, **mode}},
         **FAST,
     )
     with SrmRun(config, tmp_path):

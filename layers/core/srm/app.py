@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 import boto3
 from botocore.config import Config
+from confluent_kafka import Producer
 
 from srm.aws.api_client import PeerApiClient
 from srm.aws.config_table import ConfigStore
@@ -47,16 +48,19 @@ from srm.config.settings import FlowSettings, SrmConfig
 from srm.control.metrics import Deployment
 from srm.control.remote import AdvertContext, Gateway, deployment
 from srm.core.loops import mirror_skips
+from srm.core.source_offsets import offsets_topic
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.acls import TopicAcls
 from srm.kafka.admin import RemoteTopics, ensure_topic
 from srm.kafka.adverts import ADVERTS_TOPIC, read_adverts
-from srm.kafka.clients import KafkaClients, consumer_config
+from srm.kafka.clients import KafkaClients, build, consumer_config, producer_config
 from srm.kafka.readers import quiet_probe
+from srm.kafka.transactions import TransactionalProducers
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
+from srm.replication.exactly_once import ExactlyOnce
 from srm.replication.heartbeat import HeartbeatContext
 from srm.replication.mappings import EventSourceMappings
 from srm.replication.mirror import (
@@ -174,6 +178,7 @@ class App:
             )
         self._topic_acls: dict[Flow, TopicAcls] = {}
         self._state_writers = StateWriters()
+        self._transactions: dict[Flow, ExactlyOnce] = {}
         self._refusals_warned = SeenOnce()
         self._lock = threading.Lock()
         self._gateway: Gateway | None = None
@@ -361,6 +366,7 @@ class App:
             )
             self.ensure_internal_topic(config, location, sync_topic, settings.offset_syncs_topic_replication_factor)
         remote_topics = self.remote_topics(config, source, target)
+        exactly_once = self._exactly_once(config, flow, settings) if settings.exactly_once else None
         return MirrorContext(
             source=source,
             target=target,
@@ -373,4 +379,23 @@ class App:
             state_writers=self._state_writers,
             log_start=log_start_lookup(self.kafka.admin(config, source, flow)),
             metrics=self.metrics,
+            exactly_once=exactly_once,
         )
+
+    def _exactly_once(self, config: SrmConfig, flow: Flow, settings: FlowSettings) -> ExactlyOnce:
+        """The flow's transactions, kept for the container's life (its producers and the offsets they committed),
+        set to the current configuration: a changed one re-initializes each producer on its next use."""
+        source, target = flow
+        topic = offsets_topic(source)
+        self.ensure_internal_topic(config, target, topic, settings.offset_syncs_topic_replication_factor)
+        delivery_ms = settings.mirror_delivery_timeout_ms
+        producer = producer_config(config, target, flow, delivery_timeout_ms=delivery_ms, resolver=self.kafka.resolver)
+        producer.setdefault("transaction.timeout.ms", str(max(60_000, delivery_ms)))
+        reader = consumer_config(config, target, flow, group_id="srm-exactly-once", resolver=self.kafka.resolver)
+        with self._lock:
+            eos = self._transactions.get(flow)
+            if eos is None:
+                producers = TransactionalProducers(lambda conf: build(Producer, conf, config, target, "producer"))
+                eos = self._transactions[flow] = ExactlyOnce(source, target, topic, producers)
+            eos.configure(producer, reader, delivery_ms / 1000.0)
+            return eos

@@ -234,6 +234,11 @@ class FlowSettings(BaseModel):
     )
     # How long the mirror waits for the target to acknowledge a batch before failing it (so it is retried).
     mirror_delivery_timeout_ms: int = Field(60_000, alias="mirror.delivery.timeout.ms", ge=1_000)
+    # Kafka Connect's worker key, as MM2's dedicated mode reads it: "enabled" makes the mirror transactional
+    # (srm.replication.exactly_once); "preparing" (Connect's rolling-upgrade step) writes as "disabled" does.
+    exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = Field(
+        "disabled", alias="exactly.once.source.support"
+    )
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
     @classmethod
@@ -242,6 +247,18 @@ class FlowSettings(BaseModel):
         field_info = cls.model_fields[info.field_name or ""]
         PatternList.parse(text, field_info.alias or info.field_name or "pattern")  # FilterError names the regex
         return text
+
+    @field_validator("exactly_once_source_support", mode="before")
+    @classmethod
+    def _eos_value(cls, value: Any) -> str:
+        text = _to_str(value).strip().lower()  # Connect accepts any case
+        if text not in ("disabled", "preparing", "enabled"):
+            raise ValueError("expected enabled, disabled or preparing (Kafka Connect's exactly.once.source.support)")
+        return text
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.exactly_once_source_support == "enabled"
 
     @classmethod
     def keys(cls) -> frozenset[str]:
@@ -399,6 +416,7 @@ class SrmConfig:
                     origin=props.source,
                 )
         _refuse_identity_loops(config)
+        _refuse_uncommitted_reads(config)
         config.metrics_aggregation_interval_seconds()
         config.metrics_api_peers()
         config.metrics_api_gateway()
@@ -571,6 +589,22 @@ def _refuse_identity_loops(config: SrmConfig) -> None:
             key=key,
             origin=config.properties.origin(key),
         )
+
+
+def _refuse_uncommitted_reads(config: SrmConfig) -> None:
+    """Exactly-once needs the source read ``read_committed``: records of aborted transactions must never be
+    replicated."""
+    for flow in config.flows:
+        if not config.settings(*flow).exactly_once:
+            continue
+        found = config.client(flow[0], "consumer", flow).get("isolation.level")
+        if found is not None and found[0].strip().lower() != "read_committed":
+            raise ConfigError(
+                f"{found[1]}={found[0]}: {flow} has exactly.once.source.support=enabled, which reads the source "
+                "read_committed; remove the setting",
+                key=found[1],
+                origin=config.properties.origin(found[1]),
+            )
 
 
 def _unknown_alias(alias: str, clusters: Iterable[str], key: str) -> str:

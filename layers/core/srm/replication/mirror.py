@@ -16,6 +16,7 @@ also records the newest heartbeat's replication latency in the flow status (:mod
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -23,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -35,11 +36,13 @@ from srm.core.loops import stamp_provenance
 from srm.core.offsets import Origin, Run, runs_from_pairs
 from srm.errors import RetriableError
 from srm.kafka.clients import Acks, produce
+from srm.kafka.transactions import TransactionError
 from srm.metrics.schema import MirrorBatch, MirrorFailure, SketchData
 from srm.metrics.sinks import Emitter, NullEmitter
 from srm.metrics.sketch import Sketch
 from srm.mm2.formats import OffsetSync
 from srm.mm2.policy import ReplicationPolicy
+from srm.replication.exactly_once import ExactlyOnce
 from srm.replication.heartbeat import latest_heartbeat
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class MirrorError(RetriableError, RuntimeError):
@@ -112,6 +116,8 @@ class MirrorContext:
     log_start: Callable[[str, int], int] | None = None
     # Raw metric records (one per partition of a batch; a failed batch's too), sent off the record path.
     metrics: Emitter = field(default_factory=NullEmitter)
+    # The flow's transactions when exactly.once.source.support=enabled (one per container); None: at-least-once.
+    exactly_once: ExactlyOnce | None = None
 
 
 @dataclass
@@ -131,6 +137,7 @@ class BatchResult:
     partitions: dict[str, int] = field(default_factory=dict)  # "remote-topic-p" → records
     max_latency_ms: int = 0  # now − the oldest record timestamp of the batch
     skipped: int = 0  # records not written: their provenance names the target (identity loop guard)
+    already_written: int = 0  # records not written: an earlier transaction committed them (exactly-once)
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat of the batch
     topics: dict[str, TopicStats] = field(default_factory=dict)  # by source topic
 
@@ -141,6 +148,7 @@ class BatchResult:
             "partitions": self.partitions,
             "maxLatencyMs": self.max_latency_ms,
             **({"skipped": self.skipped} if self.skipped else {}),
+            **({"alreadyWritten": self.already_written} if self.already_written else {}),
             **({"heartbeatLatencyMs": self.heartbeat_latency_ms} if self.heartbeat_latency_ms is not None else {}),
         }
 
@@ -148,8 +156,10 @@ class BatchResult:
 def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> BatchResult:
     """Replicate one event's batches (:func:`srm.core.events.parse_event`). Raises TopicNotReplicatedError or
     MirrorError (after emitting a failure record per partition: the event source retries the batch)."""
+    eos = target.exactly_once
     try:
-        return _replicate(batches, target)
+        with eos.abandoning(batches) if eos is not None else contextlib.nullcontext():
+            return _replicate(batches, target)
     except MirrorError as e:
         ts = int(time.time() * 1000)
         for batch in batches:
@@ -174,6 +184,7 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
     pending: list[tuple[PartitionBatch, str, Acks]] = []
     replicate = settings.replicate_decision(target.target, target.policy)
     firsts: dict[tuple[str, int], int] = {}  # each partition's first offset, skipped records included
+    lasts: dict[tuple[str, int], int] = {}  # … and its last
     now_ms = int(time.time() * 1000)
 
     for batch in batches:
@@ -186,14 +197,22 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
         target.ensure_remote_topic(batch.topic, remote, batch.partition + 1)
         if len(batch):
             firsts[(batch.topic, batch.partition)] = batch.offsets[0]
+            lasts[(batch.topic, batch.partition)] = batch.offsets[-1]
         if remote == batch.topic:  # the name cannot tell where records came from: the provenance header does
             batch, skipped = _with_provenance(batch, target.source, target.target)
             result.skipped += skipped
         acks = Acks(len(batch))
         pending.append((batch, remote, acks))
 
+    eos = target.exactly_once
+    if eos is not None:
+        pending, result.already_written = _transactional(
+            eos.prepare, pending, lambda missing: _record_runs(target, missing, {})
+        )
     producer = target.producer
     for batch, remote, acks in pending:
+        if eos is not None and len(batch):
+            producer = _transactional(eos.begin, batch)
         _produce_partition(producer, batch, remote, acks)
         result.records += len(batch)
         result.partitions[f"{remote}-{batch.partition}"] = len(batch)
@@ -201,19 +220,32 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
         if len(batch):
             result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
 
-    _await_acks(producer, pending, settings.mirror_delivery_timeout_ms / 1000.0)
+    if eos is None:
+        _await_acks(producer, pending, settings.mirror_delivery_timeout_ms / 1000.0)
+        runs = {(b.topic, b.partition): _runs(b.offsets, acks.offsets) for b, _, acks in pending}
+    else:  # each partition's records and its next source offset in one transaction
+        runs = _transactional(eos.commit, pending, lasts, _await_acks, lambda b, acks: _runs(b.offsets, acks.offsets))
     _measure(target, pending, now_ms, int(time.time() * 1000), result)
 
-    runs = {(b.topic, b.partition): _runs(b.offsets, acks.offsets) for b, _, acks in pending}
     # Offset syncs travel while the state is written; both are done before the batch counts as replicated.
     sync_acks = _send_offset_syncs(
         target, [s for b, _, _ in pending for s in _offset_syncs(b, runs[(b.topic, b.partition)])]
     )
     _record_runs(target, runs, firsts)
+    if eos is not None:
+        eos.recorded(runs)
     if sync_acks is not None:
         _await_offset_syncs(target, sync_acks)
     result.heartbeat_latency_ms = _record_heartbeat(target, pending)
     return result
+
+
+def _transactional(call: Callable[..., _T], *args: Any) -> _T:
+    """A step of :class:`ExactlyOnce`, its failure raised as a MirrorError (the batch is retried)."""
+    try:
+        return call(*args)
+    except TransactionError as e:
+        raise MirrorError(str(e)) from e
 
 
 def _measure(

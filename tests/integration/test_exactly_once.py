@@ -1,0 +1,220 @@
+"""Exactly-once mirroring in-process, on a real broker (the shared clusters) with the state table on moto: a zombie
+invocation fenced by its retry, a crash between the commit and the state write, redelivered batches left out, and
+the committed source offsets in MM2's offsets topic format."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from confluent_kafka import Producer
+from moto import mock_aws
+
+import srm.app
+from srm.app import App, Environment
+from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.state import StateError, create_state_table
+from srm.config.parsing import Properties
+from srm.config.settings import SrmConfig
+from srm.core.events import parse_event
+from srm.core.offsets import translate
+from srm.handlers.mirror import lambda_handler
+from srm.replication.mirror import MirrorError, replicate_batch
+from tests.integration.test_mirror_handler import CONTEXT, kafka_event
+from tests.support.kafka import (
+    Rec,
+    assert_identical,
+    create_topic,
+    numbered_records,
+    produce,
+    read_partition,
+    read_topic,
+    unique,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def flow(clusters, monkeypatch) -> Iterator[dict[str, Any]]:
+    """An exactly-once flow a->b selecting ``<prefix>.*``; the handler's env set, and ``container()`` building
+    another App (another Lambda container) on the same tables."""
+    prefix = unique("eos")
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="us-east-1")
+        create_config_table(db, "srm-config")
+        create_state_table(db, "srm-state")
+        config = SrmConfig.from_properties(
+            Properties.of(
+                {
+                    "clusters": "a, b",
+                    "a.bootstrap.servers": a,
+                    "b.bootstrap.servers": b,
+                    "a->b.enabled": "true",
+                    "a->b.topics": f"{prefix}\\..*",
+                    "a->b.exactly.once.source.support": "enabled",
+                    "replication.factor": "1",
+                    "offset-syncs.topic.replication.factor": "1",
+                    "mirror.delivery.timeout.ms": "20000",
+                }
+            )
+        )
+        ConfigStore(db, "srm-config").replace_all(config)
+        for name, value in {
+            "SRM_SOURCE": "a",
+            "SRM_TARGET": "b",
+            "SRM_CONFIG_TABLE": "srm-config",
+            "SRM_STATE_TABLE": "srm-state",
+        }.items():
+            monkeypatch.setenv(name, value)
+        App.reset()
+
+        def container(state_table: str = "srm-state") -> App:
+            return App(Environment("a", "b", state_table=state_table), dynamodb=db)
+
+        try:
+            yield {"a": a, "b": b, "prefix": prefix, "container": container}
+        finally:
+            App.reset()
+
+
+class PausedCommit(Producer):
+    """A real transactional producer whose commit waits until released: an invocation stalled past its timeout
+    (a long GC pause, a slow network) with its transaction open."""
+
+    armed = False  # producers built meanwhile pause
+    committing = threading.Event()
+    release = threading.Event()
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.paused = PausedCommit.armed
+
+    def commit_transaction(self, *args: Any) -> None:
+        if self.paused:
+            PausedCommit.committing.set()
+            PausedCommit.release.wait(60)
+        super().commit_transaction(*args)
+
+
+def source_records(a: str, topic: str, partitions: int) -> dict[int, list[Rec]]:
+    return {p: read_partition(a, topic, p) for p in range(partitions)}
+
+
+def assert_runs_exact(app: App, topic: str, source: dict[int, list[Rec]], remote_topic: str, b: str) -> None:
+    """Every replicated source offset translates to the offset of its one committed copy on the target."""
+    for p, recs in source.items():
+        runs = app.state.runs("a", "b", topic, p)
+        landed = {r.content(): r.offset for r in read_partition(b, remote_topic, p)}
+        for rec in recs:
+            assert translate(runs, rec.offset) == landed[rec.content()], f"{topic}-{p}@{rec.offset}"
+
+
+def test_zombie_invocation_is_fenced_by_its_retry_and_nothing_is_duplicated(flow, monkeypatch):
+    # GIVEN 2 partitions of records and the event that carries them
+    a, b = flow["a"], flow["b"]
+    topic = f"{flow['prefix']}.orders"
+    create_topic(a, topic, 2)
+    produce(a, topic, numbered_records(300, 2, topic))
+    source = source_records(a, topic, 2)
+    event = kafka_event(a, topic, source)
+
+    # WHEN an invocation in one container writes the batch and stalls before committing (past its timeout) …
+    monkeypatch.setattr(srm.app, "Producer", PausedCommit)
+    monkeypatch.setattr(PausedCommit, "armed", True)
+    zombie_ctx = flow["container"]().mirror_context()
+    PausedCommit.committing.clear()
+    PausedCommit.release.clear()
+    outcome: list[BaseException | None] = []
+
+    def run_zombie() -> None:
+        try:
+            replicate_batch(parse_event(event)[1], zombie_ctx)
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=run_zombie)
+    thread.start()
+    try:
+        assert PausedCommit.committing.wait(30), "the zombie never reached its commit"
+        PausedCommit.armed = False
+        # … the event source's retry of the same batch runs in another container and completes …
+        retry = lambda_handler(event, CONTEXT)
+    finally:
+        # … and then the zombie wakes up and commits
+        PausedCommit.release.set()
+        thread.join(60)
+
+    # THEN the zombie was fenced: it failed, and its records (written before the retry began) were aborted
+    assert isinstance(outcome[0], MirrorError), outcome
+    assert "fenced" in str(outcome[0])
+    assert retry["records"] == 300
+    remote = f"a.{topic}"
+    counts = assert_identical(a, topic, b, remote)  # read_committed: every record exactly once, in order
+    uncommitted = sum(len(read_partition(b, remote, p, isolation="read_uncommitted")) for p in range(2))
+    print(f"\nzombie: committed {sum(counts.values())} records once; {uncommitted - 300} aborted copies on the target")
+    assert uncommitted > 300, "the zombie wrote nothing before it was fenced: the test proves nothing"
+    # … the offset runs map every source offset to its one committed copy
+    assert_runs_exact(App.current(), topic, source, remote, b)
+
+    # WHEN the event source delivers the batch once more (its commit was lost)
+    again = lambda_handler(event, CONTEXT)
+
+    # THEN nothing is written again
+    assert again["records"] == 0 and again["alreadyWritten"] == 300
+    assert assert_identical(a, topic, b, remote) == counts
+
+
+def test_crash_between_commit_and_state_write_loses_no_mapping_and_duplicates_nothing(flow):
+    # GIVEN a batch committed by a container whose state write then fails (the state table is unreachable)
+    a, b = flow["a"], flow["b"]
+    topic = f"{flow['prefix']}.pay"
+    create_topic(a, topic, 1)
+    produce(a, topic, numbered_records(200, 1, topic))
+    first = source_records(a, topic, 1)
+    broken = flow["container"](state_table="no-such-table")
+    with pytest.raises(StateError):
+        replicate_batch(parse_event(kafka_event(a, topic, first))[1], broken.mirror_context())
+    remote = f"a.{topic}"
+    assert len(read_partition(b, remote, 0)) == 200  # committed, though the batch failed
+
+    # WHEN the event source redelivers it, with more records, to another container
+    produce(a, topic, numbered_records(50, 1, topic, start=200))
+    source = source_records(a, topic, 1)
+    result = lambda_handler(kafka_event(a, topic, source), CONTEXT)
+
+    # THEN the committed records are left out, only the new ones written: each record once
+    assert (result["records"], result["alreadyWritten"]) == (50, 200)
+    assert assert_identical(a, topic, b, remote) == {0: 250}
+    # … and the state holds the runs of both transactions: the first put back from the offsets topic
+    assert_runs_exact(App.current(), topic, source, remote, b)
+
+
+def test_source_offsets_are_in_mm2s_offsets_topic_format(flow):
+    # GIVEN an exactly-once flow that replicated 40 records of one partition in two batches
+    a, b = flow["a"], flow["b"]
+    topic = f"{flow['prefix']}.fmt"
+    create_topic(a, topic, 1)
+    produce(a, topic, numbered_records(40, 1, topic))
+    source = source_records(a, topic, 1)
+    lambda_handler(kafka_event(a, topic, {0: source[0][:25]}), CONTEXT)
+    lambda_handler(kafka_event(a, topic, {0: source[0][25:]}), CONTEXT)
+
+    # THEN the offsets topic on the target holds Connect's key for MirrorSourceConnector and MM2's value (the last
+    # source offset replicated), with the transaction's offset runs beside it
+    key = json.dumps(["MirrorSourceConnector", {"cluster": "a", "partition": 0, "topic": topic}], separators=(",", ":"))
+    ours = [r for r in read_topic(b, "mm2-offsets.a.internal")[0] if r.key == key.encode()]
+    values = [json.loads(r.value or b"") for r in ours]
+    remote = read_partition(b, f"a.{topic}", 0)
+    # the second transaction's records start after the first one's commit marker
+    assert values == [
+        {"offset": 24, "runs": [[0, 0, 25]]},
+        {"offset": 39, "runs": [[25, 26, 15]]},
+    ]
+    assert [r.offset for r in remote] == [*range(25), *range(26, 41)]
