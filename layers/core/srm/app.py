@@ -14,6 +14,8 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_SOURCE_SECRET_ARN``         topic sync only: the secret of those credentials
 ``SRM_METRICS_STREAM``            the Firehose delivery stream of raw metric records (monitoring template)
 ``SRM_METRICS_DIR``               local runtime: raw metric records go to ``<dir>/raw/dt=…/hour=…`` instead
+``SRM_DEAD_LETTER_BUCKET``        the S3 bucket of records the target refused (``errors.tolerance = all``) …
+``SRM_DEAD_LETTER_DIR``           … or, locally, the directory they go to
 ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``   where DynamoDB is (boto3 reads them)
 ================================  =====================================================================
 """
@@ -34,22 +36,25 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from srm.aws.config_table import ConfigStore
+from srm.aws.dead_letters import S3DeadLetters
 from srm.aws.firehose import FirehoseSink
 from srm.aws.lambda_mappings import LambdaEventSources
 from srm.aws.metrics_table import MetricsTable
 from srm.aws.state import StateStore
 from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import FlowSettings, SrmConfig
+from srm.core.dead_letters import DeadLetters
 from srm.core.loops import mirror_skips
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.acls import TopicAcls
-from srm.kafka.admin import RemoteTopics, ensure_topic
+from srm.kafka.admin import RemoteTopics, ensure_topic, max_message_bytes
 from srm.kafka.clients import KafkaClients, consumer_config
 from srm.kafka.readers import quiet_probe
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
+from srm.replication.dead_letters import DirectoryDeadLetters, MessageSizeLimits, NoDeadLetters
 from srm.replication.heartbeat import HeartbeatContext
 from srm.replication.mappings import EventSourceMappings
 from srm.replication.mirror import (
@@ -78,6 +83,8 @@ class Environment:
     source_auth: tuple[str, str] | None = None  # how the mappings authenticate (SRM_SOURCE_AUTH, _SECRET_ARN)
     metrics_stream: str | None = None  # raw metrics to this Firehose stream …
     metrics_dir: str | None = None  # … or, locally, into files under this folder; neither: none are emitted
+    dead_letter_bucket: str | None = None  # records the target refuses go to this bucket …
+    dead_letter_dir: str | None = None  # … or, locally, this folder; neither: such a record fails its batch
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Environment:
@@ -99,6 +106,8 @@ class Environment:
             source_auth=_source_auth(env.get("SRM_SOURCE_AUTH", ""), env.get("SRM_SOURCE_SECRET_ARN", "")),
             metrics_stream=env.get("SRM_METRICS_STREAM") or None,
             metrics_dir=env.get("SRM_METRICS_DIR") or None,
+            dead_letter_bucket=env.get("SRM_DEAD_LETTER_BUCKET") or None,
+            dead_letter_dir=env.get("SRM_DEAD_LETTER_DIR") or None,
         )
 
     def flow(self) -> Flow:
@@ -190,6 +199,23 @@ class App:
         self._refusals_warned = SeenOnce()
         self._lock = threading.Lock()
         self.metrics = self._metrics_emitter()
+        self.dead_letters = self._dead_letters()
+        self._size_limits: dict[Flow, MessageSizeLimits] = {}
+
+    def _dead_letters(self) -> DeadLetters:
+        if self.env.dead_letter_bucket:
+            client = boto3.client("s3", region_name=self.env.region, config=Config(retries={"mode": "standard"}))
+            return S3DeadLetters(client, self.env.dead_letter_bucket)
+        if self.env.dead_letter_dir:
+            return DirectoryDeadLetters(Path(self.env.dead_letter_dir))
+        return NoDeadLetters()
+
+    def _message_size_limits(self, flow: Flow) -> MessageSizeLimits:
+        def lookup(topic: str) -> int:  # with the target admin of the current configuration
+            return max_message_bytes(self.kafka.admin(self.config(), flow.target, flow), topic)
+
+        with self._lock:
+            return self._size_limits.setdefault(flow, MessageSizeLimits(lookup))
 
     def _metrics_emitter(self) -> Emitter:
         """One emitter per container: its sender thread carries raw metric records off the record path."""
@@ -347,4 +373,7 @@ class App:
             state_writers=self._state_writers,
             log_start=log_start_lookup(self.kafka.admin(config, source, flow)),
             metrics=self.metrics,
+            dead_letters=self.dead_letters,
+            max_message_bytes=self._message_size_limits(flow),
+            forget_remote_topic=remote_topics.forget,
         )

@@ -232,6 +232,9 @@ class FlowSettings(BaseModel):
     )
     # How long the mirror waits for the target to acknowledge a batch before failing it (so it is retried).
     mirror_delivery_timeout_ms: int = Field(60_000, alias="mirror.delivery.timeout.ms", ge=1_000)
+    # Kafka Connect's key: ``none`` stops a partition on a record the target refuses (it is retried), ``all`` sends
+    # such a record to the dead-letter destination and goes on (srm.replication.dead_letters).
+    errors_tolerance: Literal["none", "all"] = Field("none", alias="errors.tolerance")
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
     @classmethod
@@ -240,6 +243,11 @@ class FlowSettings(BaseModel):
         field_info = cls.model_fields[info.field_name or ""]
         PatternList.parse(text, field_info.alias or info.field_name or "pattern")  # FilterError names the regex
         return text
+
+    @field_validator("errors_tolerance", mode="before")
+    @classmethod
+    def _tolerance_any_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value  # as Connect reads it
 
     @classmethod
     def keys(cls) -> frozenset[str]:

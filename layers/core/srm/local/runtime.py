@@ -220,6 +220,7 @@ class LocalRuntime:
             "POWERTOOLS_LOG_LEVEL": "INFO" if o.verbose else "WARNING",
             "POWERTOOLS_METRICS_DISABLED": "false" if o.verbose and o.metrics else "true",
             **({"SRM_METRICS_DIR": str(self.metrics_dir)} if o.metrics else {}),
+            "SRM_DEAD_LETTER_DIR": str(o.state_dir.resolve() / "dead-letters"),
             **self._secret_env,
             **o.extra_env,
         }
