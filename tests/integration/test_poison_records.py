@@ -173,7 +173,7 @@ def test_too_large_record_with_tolerance_all_goes_to_dead_letters_and_replicatio
     assert runs == [Run(0, 8, 5), Run(6, 13, 3)]
     # … and each delivery counted its dead letter
     counted = [m for m in raw_metrics(env["metrics"]) if m.kind == "dead_letter"]
-    assert [(m.topic, m.partition, m.records, m.reason) for m in counted] == [(topic, 0, 1, "record_too_large")] * 2
+    assert [(m.topic, m.partition, m.records, m.error) for m in counted] == [(topic, 0, 1, "record_too_large")] * 2
 
 
 def test_s3_dead_letters_hold_the_raw_record_under_the_flow_topic_partition_and_offset():

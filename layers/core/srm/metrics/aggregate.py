@@ -193,7 +193,7 @@ _DISTRIBUTIONS = (
 # Maps of counts aggregated per key: (output column, kind, the record's map).
 _COUNTS_BY: tuple[tuple[str, str, Callable[[], Column]], ...] = (
     ("replication_failures_by_error", "mirror_failure", lambda: F.create_map(F.col("error"), F.lit(1).cast("long"))),
-    ("dead_lettered_by_reason", "dead_letter", lambda: F.create_map(F.col("reason"), F.col("records"))),
+    ("dead_lettered_by_reason", "dead_letter", lambda: F.create_map(F.col("error"), F.col("records"))),
     ("groups_skipped_by_reason", "checkpoint", lambda: F.col("groups_skipped")),
     ("topic_sync_failed_steps", "topic_sync", lambda: F.col("failed")),
 )

@@ -15,7 +15,7 @@ kind              fields
                   ``records`` (in the failed batch)
 ``dead_letter``   records of one source partition sent to the dead-letter destination instead of the target
                   (``errors.tolerance = all``): ``topic``, ``partition``, ``records``, ``bytes`` (key + value),
-                  ``reason`` (why, e.g. ``record_too_large``)
+                  ``error`` (why the target refused them, e.g. ``record_too_large``)
 ``lag``           a sample of one source partition: ``topic``, ``partition``, ``log_end`` (source log-end offset),
                   ``committed`` (the event source's committed offset, absent when none), ``lag`` (``log_end`` −
                   ``committed``, SRM's ``replication-records-lag``), ``oldest_age_ms`` (age of the oldest
@@ -151,7 +151,7 @@ class DeadLetterBatch(_Record):
     partition: int = Field(ge=0)
     records: int = Field(ge=0)
     bytes: int = Field(ge=0)
-    reason: str
+    error: str
 
 
 class LagSample(_Record):

@@ -302,7 +302,7 @@ def _count_dead_letters(target: MirrorContext, letters: list[DeadLetter]) -> Non
                 partition=partition,
                 records=len(found),
                 bytes=sum(len(x.key or b"") + len(x.value or b"") for x in found),
-                reason="record_too_large",
+                error="record_too_large",
             )
         )
 
