@@ -14,6 +14,7 @@ from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, parse_lines
 from srm.metrics.names import TABLE_ATTRIBUTES
 from srm.metrics.schema import (
     CheckpointRun,
+    DeadLetterBatch,
     HeartbeatSample,
     LagSample,
     MirrorFailure,
@@ -203,3 +204,21 @@ def test_the_table_attributes_are_the_listed_names(spark: SparkSession) -> None:
     records, _ = parse_lines(lines_frame(spark, [encode(MIRRORED[0].record())]))
     columns = {c.replace("_", "-") for c in aggregate(records).columns if c not in OUTPUT_KEYS}
     assert columns == set(TABLE_ATTRIBUTES)
+
+
+def test_dead_letters_are_summed_per_partition_topic_and_flow_with_their_error(spark: SparkSession) -> None:
+    flow = {"source": "a", "target": "b"}
+    letters = [
+        DeadLetterBatch(ts=T0 + 1, **flow, topic="orders", partition=0, records=2, bytes=9, error="record_too_large"),
+        DeadLetterBatch(ts=T0 + 2, **flow, topic="orders", partition=1, records=1, bytes=4, error="record_too_large"),
+        DeadLetterBatch(ts=T0 + HOUR, **flow, topic="pay", partition=0, records=5, bytes=1, error="record_too_large"),
+    ]
+    records, _ = parse_lines(lines_frame(spark, [encode(r) for r in letters]))
+    rows = {
+        (r["resolution"], r["level"], r["topic"], r["partition"], r["window_start"]): r
+        for r in aggregate(records).collect()
+    }
+    assert rows[("1h", "flow", None, None, T0)]["dead_lettered_records"] == 3
+    assert rows[("1h", "flow", None, None, T0)]["dead_lettered_by_reason"] == {"record_too_large": 3}
+    assert rows[("1m", "partition", "orders", 1, T0)]["dead_lettered_records"] == 1
+    assert rows[("1h", "topic", "pay", None, T0 + HOUR)]["dead_lettered_records"] == 5

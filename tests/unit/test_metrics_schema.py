@@ -7,6 +7,7 @@ import pytest
 from srm.metrics import schema
 from srm.metrics.schema import (
     CheckpointRun,
+    DeadLetterBatch,
     HeartbeatSample,
     LagSample,
     MetricRecordError,
@@ -32,6 +33,7 @@ RECORDS = [
         age=SketchData.of(Sketch.of([0, 2, 5])),
     ),
     MirrorFailure(**FLOW, topic="t", partition=1, error="KafkaException", retries=3, records=10),
+    DeadLetterBatch(**FLOW, topic="t", partition=1, records=2, bytes=3_000_000, error="record_too_large"),
     LagSample(**FLOW, topic="t", partition=1, log_end=100, committed=90, lag=10, oldest_age_ms=1200),
     CheckpointRun(**FLOW, latency=SketchData.of(Sketch.of([50])), groups_checkpointed=2, groups_skipped={"active": 1}),
     HeartbeatSample(**FLOW, age_ms=1500.0, latency_ms=20.0),

@@ -17,6 +17,8 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_METRICS_DIR``               local runtime: raw metric records go to ``<dir>/raw/dt=…/hour=…`` instead
 ``SRM_API_URL``                   the metrics API's base URL, advertised by topic sync (remote querying)
 ``SRM_DEPLOYMENT_NAME``           the name it is advertised under unless ``metrics.api.deployment.name`` says
+``SRM_DEAD_LETTER_BUCKET``        the S3 bucket of records the target refused (``errors.tolerance = all``) …
+``SRM_DEAD_LETTER_DIR``           … or, locally, the directory they go to
 ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``   where DynamoDB is (boto3 reads them)
 ================================  =====================================================================
 """
@@ -39,6 +41,7 @@ from confluent_kafka import Producer
 
 from srm.aws.api_client import PeerApiClient
 from srm.aws.config_table import ConfigStore
+from srm.aws.dead_letters import S3DeadLetters
 from srm.aws.firehose import FirehoseSink
 from srm.aws.lambda_mappings import LambdaEventSources
 from srm.aws.metrics_table import MetricsTable
@@ -47,12 +50,13 @@ from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings, SrmConfig
 from srm.control.metrics import Deployment
 from srm.control.remote import AdvertContext, Gateway, deployment
+from srm.core.dead_letters import DeadLetters
 from srm.core.loops import mirror_skips
 from srm.core.source_offsets import offsets_topic
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.acls import TopicAcls
-from srm.kafka.admin import RemoteTopics, ensure_topic
+from srm.kafka.admin import RemoteTopics, ensure_topic, max_message_bytes
 from srm.kafka.adverts import ADVERTS_TOPIC, read_adverts
 from srm.kafka.clients import KafkaClients, build, consumer_config, producer_config
 from srm.kafka.readers import quiet_probe
@@ -60,6 +64,7 @@ from srm.kafka.transactions import TransactionalProducers
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
+from srm.replication.dead_letters import DirectoryDeadLetters, MessageSizeLimits, NoDeadLetters
 from srm.replication.exactly_once import ExactlyOnce
 from srm.replication.heartbeat import HeartbeatContext
 from srm.replication.mappings import EventSourceMappings
@@ -92,6 +97,8 @@ class Environment:
     metrics_dir: str | None = None  # … or, locally, into files under this folder; neither: none are emitted
     api_url: str | None = None  # this deployment's metrics API, advertised to peers (remote querying)
     deployment: str | None = None  # its default name (else the region)
+    dead_letter_bucket: str | None = None  # records the target refuses go to this bucket …
+    dead_letter_dir: str | None = None  # … or, locally, this folder; neither: such a record fails its batch
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Environment:
@@ -120,6 +127,8 @@ class Environment:
             metrics_dir=env.get("SRM_METRICS_DIR") or None,
             api_url=(env.get("SRM_API_URL") or "").rstrip("/") or None,
             deployment=env.get("SRM_DEPLOYMENT_NAME") or None,
+            dead_letter_bucket=env.get("SRM_DEAD_LETTER_BUCKET") or None,
+            dead_letter_dir=env.get("SRM_DEAD_LETTER_DIR") or None,
         )
 
     def flow(self) -> Flow:
@@ -183,6 +192,23 @@ class App:
         self._lock = threading.Lock()
         self._gateway: Gateway | None = None
         self.metrics = self._metrics_emitter()
+        self.dead_letters = self._dead_letters()
+        self._size_limits: dict[Flow, MessageSizeLimits] = {}
+
+    def _dead_letters(self) -> DeadLetters:
+        if self.env.dead_letter_bucket:
+            client = boto3.client("s3", region_name=self.env.region, config=Config(retries={"mode": "standard"}))
+            return S3DeadLetters(client, self.env.dead_letter_bucket)
+        if self.env.dead_letter_dir:
+            return DirectoryDeadLetters(Path(self.env.dead_letter_dir))
+        return NoDeadLetters()
+
+    def _message_size_limits(self, flow: Flow) -> MessageSizeLimits:
+        def lookup(topic: str) -> int:  # with the target admin of the current configuration
+            return max_message_bytes(self.kafka.admin(self.config(), flow.target, flow), topic)
+
+        with self._lock:
+            return self._size_limits.setdefault(flow, MessageSizeLimits(lookup))
 
     def _metrics_emitter(self) -> Emitter:
         """One emitter per container: its sender thread carries raw metric records off the record path."""
@@ -380,6 +406,9 @@ class App:
             log_start=log_start_lookup(self.kafka.admin(config, source, flow)),
             metrics=self.metrics,
             exactly_once=exactly_once,
+            dead_letters=self.dead_letters,
+            max_message_bytes=self._message_size_limits(flow),
+            forget_remote_topic=remote_topics.forget,
         )
 
     def _exactly_once(self, config: SrmConfig, flow: Flow, settings: FlowSettings) -> ExactlyOnce:

@@ -142,7 +142,15 @@ def parse_yaml_text(text: str, source: str = "<yaml>") -> Properties:
 
     def scalar(node: yaml.Node) -> Any:
         if isinstance(node, yaml.ScalarNode):
-            return yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value
+            if node.tag == "tag:yaml.org,2002:str":
+                return node.value
+            try:
+                return yaml.safe_load(yaml.serialize(node))
+            except yaml.YAMLError as e:  # a node the composer took but cannot be read back alone
+                raise ConfigError(
+                    f"cannot read the value {node.value!r}: {getattr(e, 'problem', e)}", origin=origin(node)
+                ) from None
+
         if isinstance(node, yaml.SequenceNode):
             return [scalar(n) for n in node.value]
         raise ConfigError("expected a value or a list", origin=origin(node))

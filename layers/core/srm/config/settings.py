@@ -239,6 +239,9 @@ class FlowSettings(BaseModel):
     exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = Field(
         "disabled", alias="exactly.once.source.support"
     )
+    # Kafka Connect's key: ``none`` stops a partition on a record the target refuses (it is retried), ``all`` sends
+    # such a record to the dead-letter destination and goes on (srm.replication.dead_letters).
+    errors_tolerance: Literal["none", "all"] = Field("none", alias="errors.tolerance")
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
     @classmethod
@@ -259,6 +262,11 @@ class FlowSettings(BaseModel):
     @property
     def exactly_once(self) -> bool:
         return self.exactly_once_source_support == "enabled"
+
+    @field_validator("errors_tolerance", mode="before")
+    @classmethod
+    def _tolerance_any_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value  # as Connect reads it
 
     @classmethod
     def keys(cls) -> frozenset[str]:

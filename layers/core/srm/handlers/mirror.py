@@ -57,6 +57,7 @@ def mirror_values(result: BatchResult) -> list[tuple[str, float, str | None]]:
     values: list[tuple[str, float, str | None]] = [
         ("ReplicatedRecords", result.records, None),
         ("ReplicatorThroughput", result.bytes, None),
+        ("DeadLetteredRecords", result.dead_lettered, None),
     ]
     for topic, stats in result.topics.items():
         values += [

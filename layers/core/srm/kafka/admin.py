@@ -33,6 +33,7 @@ __all__ = [
     "ensure_topic",
     "group_offsets",
     "list_topics",
+    "max_message_bytes",
     "sync_topic_configs",
 ]
 
@@ -121,6 +122,14 @@ def describe_topic_configs(
                 raise
             log.warning("cannot describe the configs of topic %s: %s", resource.name, e.args[0])
     return result
+
+
+def max_message_bytes(admin: AdminClient, topic: str, timeout: float = 15.0) -> int:
+    """The largest record batch ``topic`` accepts: its ``max.message.bytes``, its own or the broker's default."""
+    entry = describe_topic_configs(admin, [topic], timeout)[topic].get("max.message.bytes")
+    if entry is None or entry.value is None:
+        raise KafkaUnavailableError(f"{topic}: max.message.bytes not described by the cluster")
+    return int(entry.value)
 
 
 # (topic, partition) → (committed offset, metadata)
@@ -222,7 +231,13 @@ class RemoteTopics:
         self._replication_factor = replication_factor
         self._exclude = config_exclude
         self._known: dict[str, int] = {}
+        self._seen: set[str] = set()  # remote topics seen on the target: one gone since was deleted there
         self._lock = threading.Lock()
+
+    def forget(self, remote_topic: str) -> None:
+        """The next :meth:`ensure` asks the target again (after a failed batch: the topic may have been deleted)."""
+        with self._lock:
+            self._known.pop(remote_topic, None)
 
     def ensure(self, source_topic: str, remote_topic: str, min_partitions: int) -> None:
         """The mirror's check before writing a batch: cheap when the remote topic is known to be big enough."""
@@ -249,7 +264,16 @@ class RemoteTopics:
                 describe_topic_configs(self._source, [source_topic]).get(source_topic, {}), self._exclude
             )
             created = ensure_topic(self._target, remote_topic, partitions, self._replication_factor, configs)
-            if created:
+            if created and remote_topic in self._seen:
+                # As MM2's topic sync: recreated rather than left to a broker's auto-creation (wrong partition
+                # count); what it held is gone from the target and is not replicated again.
+                log.error(
+                    "remote topic %s was deleted on the target while replicated; recreated with %d partitions: the "
+                    "records it held are gone from the target (replication continues from the committed offsets)",
+                    remote_topic,
+                    partitions,
+                )
+            elif created:
                 log.info("created remote topic %s with %d partitions", remote_topic, partitions)
             current = list_topics(self._target).get(remote_topic) or TopicInfo(remote_topic, partitions)
         if current.partitions < partitions:
@@ -264,4 +288,5 @@ class RemoteTopics:
             )
         with self._lock:
             self._known[remote_topic] = max(partitions, current.partitions)
+            self._seen.add(remote_topic)
         return created

@@ -247,12 +247,16 @@ def producer_config(
         "linger.ms": "5",
         "batch.num.messages": "10000",
         "batch.size": "1048576",
-        "queue.buffering.max.messages": "1000000",
-        "queue.buffering.max.kbytes": "1048576",
+        # A bound on memory, not on throughput: an invocation holds one event (at most 6 MB of payload) in the
+        # queue, and a full queue makes produce wait for acknowledgements (or for them to time out).
+        "queue.buffering.max.messages": "200000",
+        "queue.buffering.max.kbytes": "131072",
         "message.max.bytes": "10485760",
-        "message.timeout.ms": str(delivery_timeout_ms),
+        "message.timeout.ms": str(delivery_timeout_ms),  # Java's delivery.timeout.ms
     }
-    enforced = {"enable.idempotence": "true", "acks": "all"}
+    # A record for a deleted topic must not make a broker with auto.create.topics.enable create it (with its
+    # default partition count): it times out, and the mirror recreates the topic as the source has it.
+    enforced = {"enable.idempotence": "true", "acks": "all", "allow.auto.create.topics": "false"}
     if base.get("acks") == "-1":
         base["acks"] = "all"
     return _with(base, defaults, enforced, f"{alias} producer")

@@ -244,6 +244,7 @@ class LocalRuntime:
             **({"SRM_API_URL": f"http://127.0.0.1:{self.api_port}"} if self.api_port else {}),
             "SRM_DEPLOYMENT_NAME": f"{socket.gethostname()}:{o.state_dir.resolve().parent}",
             **({"SRM_METRICS_DIR": str(self.metrics_dir)} if o.metrics else {}),
+            "SRM_DEAD_LETTER_DIR": str(o.state_dir.resolve() / "dead-letters"),
             **self._secret_env,
             **o.extra_env,
         }

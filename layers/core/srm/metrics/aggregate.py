@@ -193,6 +193,7 @@ _DISTRIBUTIONS = (
 # Maps of counts aggregated per key: (output column, kind, the record's map).
 _COUNTS_BY: tuple[tuple[str, str, Callable[[], Column]], ...] = (
     ("replication_failures_by_error", "mirror_failure", lambda: F.create_map(F.col("error"), F.lit(1).cast("long"))),
+    ("dead_lettered_by_reason", "dead_letter", lambda: F.create_map(F.col("error"), F.col("records"))),
     ("groups_skipped_by_reason", "checkpoint", lambda: F.col("groups_skipped")),
     ("topic_sync_failed_steps", "topic_sync", lambda: F.col("failed")),
 )
@@ -263,6 +264,7 @@ def _scalars(records: DataFrame) -> DataFrame:
         ("replication_failures", F.when(_is("mirror_failure"), F.lit(1).cast("long")), "sum"),
         ("replication_retries", F.when(_is("mirror_failure"), F.coalesce("retries", F.lit(0))), "sum"),
         ("replication_failed_records", F.when(_is("mirror_failure"), F.coalesce("records", F.lit(0))), "sum"),
+        ("dead_lettered_records", F.when(_is("dead_letter"), F.col("records")), "sum"),
         ("groups_checkpointed", F.when(_is("checkpoint"), F.col("groups_checkpointed")), "sum"),
         ("groups_skipped", F.when(_is("checkpoint"), _total("groups_skipped")), "sum"),
         ("topics_created", F.when(_is("topic_sync"), F.coalesce("topics_created", F.lit(0))), "sum"),
@@ -411,6 +413,7 @@ def aggregate(records: DataFrame) -> DataFrame:
         "replication_failures",
         "replication_retries",
         "replication_failed_records",
+        "dead_lettered_records",
         "groups_checkpointed",
         "groups_skipped",
         F.col("_heartbeat.age_ms").alias("heartbeat_age_ms"),

@@ -24,6 +24,7 @@ EMF_METRICS: Mapping[str, str] = {
     "ReplicationLatency": "Milliseconds",  # ack time − record timestamp, the batch's largest
     "RecordAge": "Milliseconds",  # arrival at the function − record timestamp, the batch's largest
     "ReplicatorFailure": "Count",  # failed batches (each is retried)
+    "DeadLetteredRecords": "Count",  # records sent to the dead-letter destination (errors.tolerance = all)
     # checkpoint function, on its schedule
     "MessageLag": "Count",  # source log end − the event source's committed offset, summed over partitions
     "CheckpointLatency": "Milliseconds",
@@ -52,6 +53,8 @@ TABLE_ATTRIBUTES: tuple[str, ...] = (
     "replication-retries",
     "replication-failed-records",
     "replication-failures-by-error",
+    "dead-lettered-records",
+    "dead-lettered-by-reason",
     "groups-checkpointed",
     "groups-skipped",
     "groups-skipped-by-reason",

@@ -13,6 +13,9 @@ kind              fields
                   the time the batch reached the handler − record timestamp, ``record-age-ms``)
 ``mirror_failure`` a failed batch: ``topic``, ``partition`` (optional), ``error`` (exception class), ``retries``,
                   ``records`` (in the failed batch)
+``dead_letter``   records of one source partition sent to the dead-letter destination instead of the target
+                  (``errors.tolerance = all``): ``topic``, ``partition``, ``records``, ``bytes`` (key + value),
+                  ``error`` (why the target refused them, e.g. ``record_too_large``)
 ``lag``           a sample of one source partition: ``topic``, ``partition``, ``log_end`` (source log-end offset),
                   ``committed`` (the event source's committed offset, absent when none), ``lag`` (``log_end`` −
                   ``committed``, SRM's ``replication-records-lag``), ``oldest_age_ms`` (age of the oldest
@@ -49,6 +52,7 @@ __all__ = [
     "REQUIRED",
     "SCHEMA_VERSION",
     "CheckpointRun",
+    "DeadLetterBatch",
     "HeartbeatSample",
     "LagSample",
     "MetricRecord",
@@ -141,6 +145,15 @@ class MirrorFailure(_Record):
     records: int = Field(default=0, ge=0)
 
 
+class DeadLetterBatch(_Record):
+    kind: Literal["dead_letter"] = "dead_letter"
+    topic: str
+    partition: int = Field(ge=0)
+    records: int = Field(ge=0)
+    bytes: int = Field(ge=0)
+    error: str
+
+
 class LagSample(_Record):
     kind: Literal["lag"] = "lag"
     topic: str
@@ -176,13 +189,16 @@ class TopicSyncRun(_Record):
 _KIND_MODELS: tuple[type[_Record], ...] = (
     MirrorBatch,
     MirrorFailure,
+    DeadLetterBatch,
     LagSample,
     CheckpointRun,
     HeartbeatSample,
     TopicSyncRun,
 )
 MetricRecord = Annotated[
-    Union[MirrorBatch, MirrorFailure, LagSample, CheckpointRun, HeartbeatSample, TopicSyncRun],  # noqa: UP007
+    Union[  # noqa: UP007
+        MirrorBatch, MirrorFailure, DeadLetterBatch, LagSample, CheckpointRun, HeartbeatSample, TopicSyncRun
+    ],
     Field(discriminator="kind"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(MetricRecord)

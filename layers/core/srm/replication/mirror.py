@@ -12,6 +12,10 @@ When the remote topic keeps the source topic's name (``IdentityReplicationPolicy
 the target is skipped — counted as processed, never written; its offset is an upstream gap between offset runs. With
 the default policy nothing is added: records stay byte-identical. A batch of the source's own ``heartbeats`` topic
 also records the newest heartbeat's replication latency in the flow status (:mod:`srm.replication.heartbeat`).
+
+A record larger than the remote topic's ``max.message.bytes`` fails its batch (:class:`RecordTooLargeError`, retried:
+the partition stops) unless ``errors.tolerance = all``: then it goes to the dead-letter destination before anything
+of the batch is written (:mod:`srm.core.dead_letters`) and, like a skipped record, leaves an upstream gap.
 """
 
 from __future__ import annotations
@@ -31,17 +35,19 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from srm.aws.state import StateError, StateStore
 from srm.config.settings import FlowSettings
+from srm.core.dead_letters import DeadLetter, DeadLetterError, DeadLetters, record_batch_size
 from srm.core.events import PartitionBatch
 from srm.core.loops import stamp_provenance
 from srm.core.offsets import Origin, Run, runs_from_pairs
 from srm.errors import RetriableError
 from srm.kafka.clients import Acks, produce
 from srm.kafka.transactions import TransactionError
-from srm.metrics.schema import MirrorBatch, MirrorFailure, SketchData
+from srm.metrics.schema import DeadLetterBatch, MirrorBatch, MirrorFailure, SketchData
 from srm.metrics.sinks import Emitter, NullEmitter
 from srm.metrics.sketch import Sketch
 from srm.mm2.formats import OffsetSync
 from srm.mm2.policy import ReplicationPolicy
+from srm.replication.dead_letters import MessageSizeLimits, NoDeadLetters, oversized
 from srm.replication.exactly_once import ExactlyOnce
 from srm.replication.heartbeat import latest_heartbeat
 
@@ -118,6 +124,11 @@ class MirrorContext:
     metrics: Emitter = field(default_factory=NullEmitter)
     # The flow's transactions when exactly.once.source.support=enabled (one per container); None: at-least-once.
     exactly_once: ExactlyOnce | None = None
+    # Where records go that the target refuses (errors.tolerance = all), and the remote topics' size limits.
+    dead_letters: DeadLetters = field(default_factory=NoDeadLetters)
+    max_message_bytes: MessageSizeLimits | None = None
+    # Forgets what is known of a remote topic after a failed batch, so the retry checks it exists (or recreates it).
+    forget_remote_topic: Callable[[str], None] | None = None
 
 
 @dataclass
@@ -138,6 +149,7 @@ class BatchResult:
     max_latency_ms: int = 0  # now − the oldest record timestamp of the batch
     skipped: int = 0  # records not written: their provenance names the target (identity loop guard)
     already_written: int = 0  # records not written: an earlier transaction committed them (exactly-once)
+    dead_lettered: int = 0  # records sent to the dead-letter destination instead
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat of the batch
     topics: dict[str, TopicStats] = field(default_factory=dict)  # by source topic
 
@@ -149,6 +161,7 @@ class BatchResult:
             "maxLatencyMs": self.max_latency_ms,
             **({"skipped": self.skipped} if self.skipped else {}),
             **({"alreadyWritten": self.already_written} if self.already_written else {}),
+            **({"deadLettered": self.dead_lettered} if self.dead_lettered else {}),
             **({"heartbeatLatencyMs": self.heartbeat_latency_ms} if self.heartbeat_latency_ms is not None else {}),
         }
 
@@ -162,6 +175,9 @@ def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> Bat
             return _replicate(batches, target)
     except MirrorError as e:
         ts = int(time.time() * 1000)
+        if target.forget_remote_topic is not None:  # deleted on the target? the retry finds out and recreates it
+            for remote in {target.policy.format_remote_topic(target.source, b.topic) for b in batches}:
+                target.forget_remote_topic(remote)
         for batch in batches:
             target.metrics.emit(
                 MirrorFailure(
@@ -185,6 +201,7 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
     replicate = settings.replicate_decision(target.target, target.policy)
     firsts: dict[tuple[str, int], int] = {}  # each partition's first offset, skipped records included
     lasts: dict[tuple[str, int], int] = {}  # … and its last
+    letters: list[DeadLetter] = []
     now_ms = int(time.time() * 1000)
 
     for batch in batches:
@@ -201,8 +218,16 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
         if remote == batch.topic:  # the name cannot tell where records came from: the provenance header does
             batch, skipped = _with_provenance(batch, target.source, target.target)
             result.skipped += skipped
+        if settings.errors_tolerance == "all" and target.max_message_bytes is not None and len(batch):
+            batch = _set_aside_oversized(target, batch, remote, target.max_message_bytes(remote), letters)
         acks = Acks(len(batch))
         pending.append((batch, remote, acks))
+    if letters:  # stored before any record is written: a failure from here on retries the whole batch
+        try:
+            target.dead_letters.write(letters)
+        except DeadLetterError as e:
+            raise MirrorError(str(e)) from None
+        result.dead_lettered = len(letters)
 
     eos = target.exactly_once
     if eos is not None:
@@ -221,10 +246,16 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
             result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
 
     if eos is None:
-        _await_acks(producer, pending, settings.mirror_delivery_timeout_ms / 1000.0)
+        _await_acks(target, pending, settings.mirror_delivery_timeout_ms / 1000.0)
         runs = {(b.topic, b.partition): _runs(b.offsets, acks.offsets) for b, _, acks in pending}
     else:  # each partition's records and its next source offset in one transaction
-        runs = _transactional(eos.commit, pending, lasts, _await_acks, lambda b, acks: _runs(b.offsets, acks.offsets))
+        runs = _transactional(
+            eos.commit,
+            pending,
+            lasts,
+            lambda producer, waiting, timeout: _await_acks(target, waiting, timeout, producer),
+            lambda b, acks: _runs(b.offsets, acks.offsets),
+        )
     _measure(target, pending, now_ms, int(time.time() * 1000), result)
 
     # Offset syncs travel while the state is written; both are done before the batch counts as replicated.
@@ -237,6 +268,7 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
     if sync_acks is not None:
         _await_offset_syncs(target, sync_acks)
     result.heartbeat_latency_ms = _record_heartbeat(target, pending)
+    _count_dead_letters(target, letters)
     return result
 
 
@@ -246,6 +278,71 @@ def _transactional(call: Callable[..., _T], *args: Any) -> _T:
         return call(*args)
     except TransactionError as e:
         raise MirrorError(str(e)) from e
+
+
+def _set_aside_oversized(
+    target: MirrorContext, batch: PartitionBatch, remote: str, limit: int, letters: list[DeadLetter]
+) -> PartitionBatch:
+    """The batch without its records larger than ``limit``; those are added to ``letters``, each logged."""
+    found = oversized(batch, limit)
+    if not found:
+        return batch
+    for i, size in found:
+        offset = batch.offsets[i]
+        reason = f"record_too_large: {size} bytes, {remote} accepts at most {limit} (max.message.bytes)"
+        log.warning(
+            "%s->%s: %s-%d@%d (%d bytes) is larger than %s accepts (max.message.bytes=%d): sent to the dead "
+            "letters at %s (errors.tolerance=all)",
+            target.source,
+            target.target,
+            batch.topic,
+            batch.partition,
+            offset,
+            size,
+            remote,
+            limit,
+            target.dead_letters.location,
+        )
+        letters.append(
+            DeadLetter(
+                target.source,
+                target.target,
+                batch.topic,
+                batch.partition,
+                offset,
+                batch.timestamps[i],
+                batch.keys[i],
+                batch.values[i],
+                batch.headers[i],
+                remote,
+                reason,
+                size,
+            )
+        )
+    out = {i for i, _ in found}
+    return _keeping(batch, [i for i in range(len(batch)) if i not in out], batch.headers)
+
+
+def _count_dead_letters(target: MirrorContext, letters: list[DeadLetter]) -> None:
+    """One raw metric record per partition with dead letters, once the batch is replicated (a retried batch's
+    letters are counted by the attempt that succeeds)."""
+    per_partition: dict[tuple[str, int], list[DeadLetter]] = {}
+    for letter in letters:
+        per_partition.setdefault((letter.topic, letter.partition), []).append(letter)
+    ts = int(time.time() * 1000)
+    for (topic, partition), found in per_partition.items():
+        target.metrics.emit(
+            DeadLetterBatch(
+                ts=ts,
+                source=target.source,
+                target=target.target,
+                topic=topic,
+                partition=partition,
+                records=len(found),
+                bytes=sum(len(x.key or b"") + len(x.value or b"") for x in found),
+                error="record_too_large",
+            )
+        )
 
 
 def _measure(
@@ -302,13 +399,20 @@ def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, a
             except KafkaException as e:
                 # A partition added since the producer last read metadata (topic-sync grew the remote topic):
                 # refresh once and produce again; a partition still unknown fails the batch (it is retried).
-                if refreshed or e.args[0].code() != KafkaError._UNKNOWN_PARTITION:
-                    raise
+                err = e.args[0]
+                if refreshed or err.code() != KafkaError._UNKNOWN_PARTITION:
+                    raise MirrorError(f"{remote}-{partition}: not produced: {err.str()}") from e
                 producer.list_topics(remote, timeout=10)
                 refreshed = True
 
 
-def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, Acks]], timeout: float) -> None:
+def _await_acks(
+    target: MirrorContext,
+    pending: list[tuple[PartitionBatch, str, Acks]],
+    timeout: float,
+    producer: Producer | None = None,  # a transactional one (exactly-once); else the flow's
+) -> None:
+    producer = producer or target.producer
     deadline = time.monotonic() + timeout
     while not all(acks.settled for _, _, acks in pending):
         remaining = deadline - time.monotonic()
@@ -325,14 +429,7 @@ def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, Ack
             offset = batch.offsets[acks.error_offset] if 0 <= acks.error_offset < len(batch) else -1
             where = f"{batch.topic}-{batch.partition}@{offset} → {remote}-{batch.partition}"
             if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                size = len(batch.values[acks.error_offset] or b"")
-                raise RecordTooLargeError(
-                    f"{where}: record of {size} bytes is larger than the target accepts; raise max.message.bytes "
-                    f"of {remote} (and the producer's message.max.bytes); it is retried, never dropped",
-                    topic=batch.topic,
-                    partition=batch.partition,
-                    offset=offset,
-                )
+                raise _too_large(target, batch, remote, offset)
             raise DeliveryError(
                 f"{where}: not acknowledged: {err.str()}",
                 topic=batch.topic,
@@ -342,6 +439,41 @@ def _await_acks(producer: Producer, pending: list[tuple[PartitionBatch, str, Ack
         # Reports may be served by another thread's poll, interleaved; the idempotent producer writes a
         # partition's records in produce order, so the k-th smallest offset belongs to the k-th record.
         acks.offsets.sort()
+
+
+def _too_large(target: MirrorContext, batch: PartitionBatch, remote: str, offset: int) -> RecordTooLargeError:
+    """The error naming the first record of the batch larger than the remote topic's limit (looked up afresh), or
+    saying that the records fit one by one but not batched together."""
+    limit = None
+    if target.max_message_bytes is not None:
+        target.max_message_bytes.forget(remote)
+        try:
+            limit = target.max_message_bytes(remote)
+        except Exception as e:  # only a detail of the message
+            log.warning("max.message.bytes of %s not read: %s", remote, e)
+    found = oversized(batch, limit) if limit is not None else []
+    if found:
+        i, size = found[0]
+        offset = batch.offsets[i]
+        what = (
+            f"record of {size} bytes is larger than {remote} accepts (max.message.bytes={limit}); raise it on the "
+            "target, or set errors.tolerance=all to send such records to the dead letters"
+        )
+    elif limit is not None:
+        what = (
+            f"the records fit {remote}'s max.message.bytes={limit} one by one but not batched together: set the "
+            "target producer's batch.size below it"
+        )
+    else:
+        size = max(record_batch_size(k, v, h) for k, v, h in zip(batch.keys, batch.values, batch.headers, strict=True))
+        what = f"a record (the largest is {size} bytes) is larger than {remote} accepts (max.message.bytes)"
+    return RecordTooLargeError(
+        f"{batch.topic}-{batch.partition}@{offset} → {remote}-{batch.partition}: {what}; the batch is retried, "
+        "the partition does not move on",
+        topic=batch.topic,
+        partition=batch.partition,
+        offset=offset,
+    )
 
 
 def _flush(producer: Producer, timeout: float) -> None:
@@ -430,16 +562,22 @@ def _with_provenance(batch: PartitionBatch, source: str, target: str) -> tuple[P
             headers.append(stamped)
     if len(keep) == len(batch):
         return replace(batch, headers=headers), 0
-    kept = PartitionBatch(
+    return _keeping(batch, keep, headers), len(batch) - len(keep)
+
+
+def _keeping(
+    batch: PartitionBatch, keep: list[int], headers: list[list[tuple[str, bytes | None]] | None]
+) -> PartitionBatch:
+    """The records ``keep`` (indices) of the batch, with ``headers`` (the kept records', or the batch's)."""
+    return PartitionBatch(
         batch.topic,
         batch.partition,
         [batch.offsets[i] for i in keep],
         [batch.keys[i] for i in keep],
         [batch.values[i] for i in keep],
         [batch.timestamps[i] for i in keep],
-        headers,
+        headers if len(headers) == len(keep) else [headers[i] for i in keep],
     )
-    return kept, len(batch) - len(keep)
 
 
 def _record_heartbeat(target: MirrorContext, pending: list[tuple[PartitionBatch, str, Acks]]) -> int | None:
