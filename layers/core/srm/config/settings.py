@@ -232,6 +232,9 @@ class FlowSettings(BaseModel):
     )
     # How long the mirror waits for the target to acknowledge a batch before failing it (so it is retried).
     mirror_delivery_timeout_ms: int = Field(60_000, alias="mirror.delivery.timeout.ms", ge=1_000)
+    # Records purged on the source before they were replicated stop the partition (its batch fails and is retried)
+    # instead of being reported and passed over. Named after Spark's Kafka source option: MM2 has no such key.
+    fail_on_data_loss: bool = Field(False, alias="fail.on.data.loss")
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
     @classmethod

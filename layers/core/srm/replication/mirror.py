@@ -40,10 +40,12 @@ from srm.metrics.sinks import Emitter, NullEmitter
 from srm.metrics.sketch import Sketch
 from srm.mm2.formats import OffsetSync
 from srm.mm2.policy import ReplicationPolicy
+from srm.replication.continuity import SourceLookups, check_batches
 from srm.replication.heartbeat import latest_heartbeat
 
 __all__ = [
     "BatchResult",
+    "DataLossError",
     "DeliveryError",
     "MirrorContext",
     "MirrorError",
@@ -59,6 +61,15 @@ log = logging.getLogger(__name__)
 
 class MirrorError(RetriableError, RuntimeError):
     """The batch was not fully replicated; the event source must retry it."""
+
+
+class DataLossError(MirrorError):
+    """Records were purged on the source before they were replicated, and ``fail.on.data.loss`` stops the
+    partition: the batch fails, so the event source retries it and makes no progress."""
+
+    def __init__(self, message: str, *, lost: dict[str, int]) -> None:
+        super().__init__(message)
+        self.lost = lost  # by topic: offsets reported lost for the first time by this attempt
 
 
 class TopicNotReplicatedError(MirrorError):
@@ -108,8 +119,12 @@ class MirrorContext:
     offset_sync_producer: Producer | None = None
     # The threads that write a batch's offset runs side by side (one pool per container, held by the App).
     state_writers: StateWriters = field(default_factory=lambda: StateWriters())
-    # The log-start offset of a source partition, looked up when a partition with no offset runs is first recorded.
+    # The log-start offset of a source partition, looked up when a partition with no offset runs is first recorded,
+    # or after a gap in its offsets (data loss?).
     log_start: Callable[[str, int], int] | None = None
+    # The log end and topic id of the source, looked up when a batch starts below its partition's runs (topic reset?).
+    log_end: Callable[[str, int], int] | None = None
+    topic_id: Callable[[str], str | None] | None = None
     # Raw metric records (one per partition of a batch; a failed batch's too), sent off the record path.
     metrics: Emitter = field(default_factory=NullEmitter)
 
@@ -131,6 +146,8 @@ class BatchResult:
     partitions: dict[str, int] = field(default_factory=dict)  # "remote-topic-p" → records
     max_latency_ms: int = 0  # now − the oldest record timestamp of the batch
     skipped: int = 0  # records not written: their provenance names the target (identity loop guard)
+    lost: dict[str, int] = field(default_factory=dict)  # by source topic: offsets found lost before this batch
+    resets: dict[str, int] = field(default_factory=dict)  # by source topic: partitions found started over
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat of the batch
     topics: dict[str, TopicStats] = field(default_factory=dict)  # by source topic
 
@@ -141,6 +158,8 @@ class BatchResult:
             "partitions": self.partitions,
             "maxLatencyMs": self.max_latency_ms,
             **({"skipped": self.skipped} if self.skipped else {}),
+            **({"lostOffsets": self.lost} if self.lost else {}),
+            **({"topicResets": self.resets} if self.resets else {}),
             **({"heartbeatLatencyMs": self.heartbeat_latency_ms} if self.heartbeat_latency_ms is not None else {}),
         }
 
@@ -174,6 +193,7 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
     pending: list[tuple[PartitionBatch, str, Acks]] = []
     replicate = settings.replicate_decision(target.target, target.policy)
     firsts: dict[tuple[str, int], int] = {}  # each partition's first offset, skipped records included
+    tails: dict[tuple[str, int], int] = {}  # one past the last offset of partitions with skipped records
     now_ms = int(time.time() * 1000)
 
     for batch in batches:
@@ -182,13 +202,18 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
                 f"{batch.topic} is not replicated by {target.source}->{target.target} (topics={settings.topics!r}, "
                 f"topics.exclude={settings.topics_exclude!r}); its event source mapping should be disabled"
             )
+    _check_continuity(batches, target, result)
+    for batch in batches:
         remote = target.policy.format_remote_topic(target.source, batch.topic)
         target.ensure_remote_topic(batch.topic, remote, batch.partition + 1)
         if len(batch):
             firsts[(batch.topic, batch.partition)] = batch.offsets[0]
         if remote == batch.topic:  # the name cannot tell where records came from: the provenance header does
+            last = batch.offsets[-1] if len(batch) else None
             batch, skipped = _with_provenance(batch, target.source, target.target)
             result.skipped += skipped
+            if skipped and last is not None:
+                tails[(batch.topic, batch.partition)] = last + 1
         acks = Acks(len(batch))
         pending.append((batch, remote, acks))
 
@@ -210,10 +235,38 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
         target, [s for b, _, _ in pending for s in _offset_syncs(b, runs[(b.topic, b.partition)])]
     )
     _record_runs(target, runs, firsts)
+    for (topic, partition), tail in tails.items():
+        written = runs.get((topic, partition))
+        if not written or written[-1].upstream_end < tail:  # else a gap after the runs would look like lost records
+            target.state.mark_processed(target.source, target.target, topic, partition, tail)
     if sync_acks is not None:
         _await_offset_syncs(target, sync_acks)
     result.heartbeat_latency_ms = _record_heartbeat(target, pending)
     return result
+
+
+def _check_continuity(batches: list[PartitionBatch], target: MirrorContext, result: BatchResult) -> None:
+    """Records lost on the source before this batch, or a partition that started over (:mod:`.continuity`): noted in
+    the result; with ``fail.on.data.loss``, lost records fail the batch before anything is written."""
+    lookups = SourceLookups(target.log_start, target.log_end, target.topic_id)
+    findings = check_batches(
+        batches,
+        source=target.source,
+        target=target.target,
+        state=target.state,
+        lookups=lookups,
+        metrics=target.metrics,
+        fail_on_data_loss=target.settings.fail_on_data_loss,
+    )
+    for reset in findings.resets:
+        result.resets[reset.topic] = result.resets.get(reset.topic, 0) + 1
+    if findings.losses and target.settings.fail_on_data_loss:
+        raise DataLossError(
+            "; ".join(loss.describe() for loss in findings.losses)
+            + "; the partition stops (fail.on.data.loss = true): turn it off to replicate past the gap",
+            lost=dict(findings.lost),
+        )
+    result.lost.update(findings.lost)
 
 
 def _measure(
@@ -362,7 +415,7 @@ def _origin(target: MirrorContext, topic: str, partition: int, first: int) -> Ca
 
     def origin() -> Origin:
         fresh = first == 0 or (target.log_start is not None and first <= target.log_start(topic, partition))
-        return Origin(first, fresh)
+        return Origin(first, fresh, target.topic_id(topic) if target.topic_id is not None else None)
 
     return origin
 
