@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 from moto import mock_aws
 
 import srm.app
+import srm.replication.mirror
 from srm.app import App, Environment
 from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.state import StateError, create_state_table
@@ -74,8 +75,8 @@ def flow(clusters, monkeypatch) -> Iterator[dict[str, Any]]:
             monkeypatch.setenv(name, value)
         App.reset()
 
-        def container(state_table: str = "srm-state") -> App:
-            return App(Environment("a", "b", state_table=state_table), dynamodb=db)
+        def container() -> App:
+            return App(Environment("a", "b"), dynamodb=db)
 
         try:
             yield {"a": a, "b": b, "prefix": prefix, "container": container}
@@ -171,16 +172,21 @@ def test_zombie_invocation_is_fenced_by_its_retry_and_nothing_is_duplicated(flow
     assert assert_identical(a, topic, b, remote) == counts
 
 
-def test_crash_between_commit_and_state_write_loses_no_mapping_and_duplicates_nothing(flow):
-    # GIVEN a batch committed by a container whose state write then fails (the state table is unreachable)
+def test_crash_between_commit_and_state_write_loses_no_mapping_and_duplicates_nothing(flow, monkeypatch):
+    # GIVEN a batch committed by a container that dies before it writes the offset runs to the state table
     a, b = flow["a"], flow["b"]
     topic = f"{flow['prefix']}.pay"
     create_topic(a, topic, 1)
     produce(a, topic, numbered_records(200, 1, topic))
     first = source_records(a, topic, 1)
-    broken = flow["container"](state_table="no-such-table")
-    with pytest.raises(StateError):
-        replicate_batch(parse_event(kafka_event(a, topic, first))[1], broken.mirror_context())
+
+    def crash(*args: object) -> None:
+        raise StateError("the container died before writing its state")
+
+    with monkeypatch.context() as m:
+        m.setattr(srm.replication.mirror, "_record_runs", crash)
+        with pytest.raises(StateError):
+            replicate_batch(parse_event(kafka_event(a, topic, first))[1], flow["container"]().mirror_context())
     remote = f"a.{topic}"
     assert len(read_partition(b, remote, 0)) == 200  # committed, though the batch failed
 

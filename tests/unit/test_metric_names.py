@@ -70,7 +70,13 @@ def emf_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def every_kind_of_value() -> list[list[tuple[str, float, str | None]]]:
     """What each function publishes, one list per invocation (each metric at least once)."""
-    batch = BatchResult(records=3, bytes=300, topics={"orders": TopicStats(2, 200, 40, 50), "pay": TopicStats(1, 100)})
+    batch = BatchResult(
+        records=3,
+        bytes=300,
+        topics={"orders": TopicStats(2, 200, 40, 50), "pay": TopicStats(1, 100)},
+        lost={"orders": 7},
+        resets={"pay": 1},
+    )
     checkpoints = CheckpointResult(checkpointed=2, skipped={"unchanged": 1}, latency=Sketch.of([12.0, 30.0]))
     sample = FlowSample(lag={"orders": 5, "pay": 0}, heartbeat_age_ms=900, heartbeat_latency_ms=20)
     sync = TopicSyncResult(TopicPlan(), created=["a.orders"], configs_changed=["a.orders"], acls=AclSyncResult())

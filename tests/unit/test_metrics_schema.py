@@ -7,6 +7,7 @@ import pytest
 from srm.metrics import schema
 from srm.metrics.schema import (
     CheckpointRun,
+    DataLoss,
     DeadLetterBatch,
     HeartbeatSample,
     LagSample,
@@ -14,6 +15,7 @@ from srm.metrics.schema import (
     MirrorBatch,
     MirrorFailure,
     SketchData,
+    TopicReset,
     TopicSyncRun,
     decode,
     encode,
@@ -38,6 +40,8 @@ RECORDS = [
     CheckpointRun(**FLOW, latency=SketchData.of(Sketch.of([50])), groups_checkpointed=2, groups_skipped={"active": 1}),
     HeartbeatSample(**FLOW, age_ms=1500.0, latency_ms=20.0),
     TopicSyncRun(**FLOW, topics_created=1, partitions_created=4, failed={"acls": 1}),
+    DataLoss(**FLOW, topic="t", partition=1, start_offset=10, end_offset=25, lost=15),
+    TopicReset(**FLOW, topic="t", partition=1, replicated_end=30),
 ]
 
 

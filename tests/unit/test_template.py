@@ -435,7 +435,11 @@ def test_alarms_notify_the_optional_topic_with_the_parameters_thresholds(templat
         {"Ref": "HeartbeatAgeAlarmThresholdMs"},
         "breaching",
     )
-    for alarm_id, metric in (("FailedBatchesAlarm", "ReplicatorFailure"), ("CheckpointErrorsAlarm", "Errors")):
+    for alarm_id, metric in (
+        ("FailedBatchesAlarm", "ReplicatorFailure"),
+        ("CheckpointErrorsAlarm", "Errors"),
+        ("DataLossAlarm", "LostOffsets"),  # any lost offset fires it
+    ):
         props = alarms[alarm_id]
         assert (props["MetricName"], props["Statistic"], props["Threshold"]) == (metric, "Sum", 0), alarm_id
 

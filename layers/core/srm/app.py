@@ -64,6 +64,7 @@ from srm.kafka.transactions import TransactionalProducers
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
+from srm.replication.continuity import log_end_lookup, topic_id_lookup
 from srm.replication.dead_letters import DirectoryDeadLetters, MessageSizeLimits, NoDeadLetters
 from srm.replication.exactly_once import ExactlyOnce
 from srm.replication.heartbeat import HeartbeatContext
@@ -393,6 +394,7 @@ class App:
             self.ensure_internal_topic(config, location, sync_topic, settings.offset_syncs_topic_replication_factor)
         remote_topics = self.remote_topics(config, source, target)
         exactly_once = self._exactly_once(config, flow, settings) if settings.exactly_once else None
+        source_admin = self.kafka.admin(config, source, flow)
         return MirrorContext(
             source=source,
             target=target,
@@ -403,7 +405,9 @@ class App:
             ensure_remote_topic=remote_topics.ensure,
             offset_sync_producer=sync_producer,
             state_writers=self._state_writers,
-            log_start=log_start_lookup(self.kafka.admin(config, source, flow)),
+            log_start=log_start_lookup(source_admin),
+            log_end=log_end_lookup(source_admin),
+            topic_id=topic_id_lookup(source_admin),
             metrics=self.metrics,
             exactly_once=exactly_once,
             dead_letters=self.dead_letters,

@@ -12,12 +12,22 @@ last checkpoint of a group           ``ckpt#<src>#<tgt>#<group>``       ``sk`` =
 flow status                          ``flow#<src>#<tgt>``               ``sk`` = ``status``; one attribute per fact
 topic mapping (srm-meta.internal)    ``topics#<src>#<tgt>``             ``sk`` = source topic; rt, p, cr, at, cf, acl
 event source mapping                 ``esm#<src>#<tgt>``                ``sk`` = source topic; id, on, bs, bw, at
+offsets purged before replication    ``lost#<src>#<tgt>``               ``sk`` = ``<topic>#<p>#<start>``; e, at
+records skipped past the last run    ``next#<src>#<tgt>#<topic>``       ``sk`` = partition; n
+topic reset of a partition           ``reset#<src>#<tgt>``              ``sk`` = ``<topic>#<p>#<at>``; e, r, l
+archived item of an old incarnation  ``old#<label>#<its pk>``           as the item it was
 ==================================  ==================================  ========================================
 
 The origin of a partition's runs (:class:`srm.core.offsets.Origin`) is written once, by the first batch recorded while
 the partition has no run: ``o`` its first offset, ``f`` true when that was the log start, ``at`` when (ms). A
 checkpoint item's ``nu``/``nw``/``nat`` are present while the group's committed offset ``nu`` there got no
-checkpoint: why (``nw``), since when (``nat``); ``srm-control offsets`` reports them.
+checkpoint: why (``nw``), since when (``nat``); ``srm-control offsets`` reports them. The origin's ``tid`` is the
+source topic's id when the origin was written (absent where the broker has no topic ids).
+
+What cannot be replayed (:mod:`srm.replication.continuity`): a lost range is ``start`` … ``e`` − 1, detected at
+``at``; ``next`` holds the offset past a batch whose last records the identity loop guard skipped (so they are not
+taken for a gap). A topic reset of a partition moves its runs, origin, lost ranges and ``next`` item under
+``old#<label>#…`` (label: when, ms) and records ``e`` the old incarnation's replicated end, ``r`` why, ``l`` the label.
 
 A topic mapping says what a flow replicates (what SRM keeps in ``srm-meta.internal``), so discovery and monitoring
 work whatever the policy: ``rt`` remote topic, ``p`` partitions, ``cr`` true when srm created the remote topic (the
@@ -53,6 +63,8 @@ from srm.errors import RetriableError
 __all__ = [
     "EventSourceMappingRecord",
     "GroupCheckpoints",
+    "LossRecord",
+    "ResetRecord",
     "StateError",
     "StateStore",
     "TopicMappingRecord",
@@ -166,7 +178,9 @@ class StateStore:
                 ConsistentRead=True,
                 Key={"pk": {"S": f"origin#{source}#{target}#{topic}"}, "sk": {"S": str(partition)}},
             ).get("Item")
-        return None if item is None else Origin(int(item["o"]["N"]), item["f"]["BOOL"])
+        if item is None:
+            return None
+        return Origin(int(item["o"]["N"]), item["f"]["BOOL"], item["tid"]["S"] if "tid" in item else None)
 
     def _record_origin(
         self, source: str, target: str, topic: str, partition: int, origin: Callable[[], Origin]
@@ -181,6 +195,7 @@ class StateStore:
             "o": {"N": str(found.offset)},
             "f": {"BOOL": found.fresh},
             "at": {"N": str(int(time.time() * 1000))},
+            **({"tid": {"S": found.topic_id}} if found.topic_id else {}),
         }
         try:
             self._db.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
@@ -242,6 +257,143 @@ class StateStore:
         requests = [{"PutRequest": {"Item": _run_item(pk, r)}} for r in puts if r.upstream not in old_by_key]
         requests += [{"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": _sk(r.upstream)}}}} for r in deletes]
         self._batch_write(requests)
+
+    # -- what cannot be replayed: replicated end, lost ranges, topic resets ----------------------------------------
+    def replicated_end(self, source: str, target: str, topic: str, partition: int, first: int) -> int | None:
+        """The end of the partition's last offset run (None: no run), for a batch starting at ``first``: from the
+        container's cache when the batch continues it (no read), else read from the table."""
+        pk = _runs_pk(source, target, topic, partition)
+        with self._lock:
+            cached = self._last_runs.get(pk)
+        if cached is not None and cached.upstream_end == first:
+            return first
+        found = self._query(
+            single_page=True,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": pk}},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        if not found:
+            return None
+        last = _run(found[0])
+        with self._lock:
+            self._last_runs[pk] = last
+        return last.upstream_end
+
+    def mark_processed(self, source: str, target: str, topic: str, partition: int, next_offset: int) -> None:
+        """Note that the mirror dealt with the partition up to ``next_offset`` though its runs end below (the batch's
+        last records were skipped); never moves back."""
+        try:
+            with self._access("write"):
+                self._db.update_item(
+                    TableName=self.table,
+                    Key={"pk": {"S": f"next#{source}#{target}#{topic}"}, "sk": {"S": str(partition)}},
+                    UpdateExpression="SET n = :n",
+                    ConditionExpression="attribute_not_exists(n) OR n < :n",
+                    ExpressionAttributeValues={":n": {"N": str(next_offset)}},
+                )
+        except StateError as e:
+            if not isinstance(e.__cause__, ClientError) or not _conditional(e.__cause__):
+                raise
+
+    def processed(self, source: str, target: str, topic: str, partition: int) -> int | None:
+        """What :meth:`mark_processed` last noted, if anything."""
+        with self._access("read"):
+            item = self._db.get_item(
+                TableName=self.table,
+                ConsistentRead=True,
+                Key={"pk": {"S": f"next#{source}#{target}#{topic}"}, "sk": {"S": str(partition)}},
+            ).get("Item")
+        return None if item is None else int(item["n"]["N"])
+
+    def record_loss(self, source: str, target: str, topic: str, partition: int, start: int, end: int) -> int:
+        """Record offsets ``[start, end)`` of a partition as lost; returns how many of them were not recorded yet
+        (0 when a retried batch reports the same loss again)."""
+        item = {
+            "pk": {"S": f"lost#{source}#{target}"},
+            "sk": {"S": f"{topic}#{partition}#{_sk(start)}"},
+            "e": {"N": str(end)},
+            "at": {"N": str(int(time.time() * 1000))},
+        }
+        try:
+            with self._access("write"):
+                old = self._db.put_item(
+                    TableName=self.table,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(pk) OR e < :e",
+                    ExpressionAttributeValues={":e": {"N": str(end)}},
+                    ReturnValues="ALL_OLD",
+                ).get("Attributes")
+        except StateError as e:
+            if isinstance(e.__cause__, ClientError) and _conditional(e.__cause__):
+                return 0
+            raise
+        return end - (int(old["e"]["N"]) if old else start)
+
+    def losses(self, source: str, target: str) -> list[LossRecord]:
+        """Every lost range of the flow's current incarnations, by topic, partition and offset."""
+        return [_loss(i) for i in self._items(f"lost#{source}#{target}")]
+
+    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]:
+        """The lost ranges ``[start, end)`` of one partition."""
+        items = self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": {"S": f"lost#{source}#{target}"}, ":p": {"S": f"{topic}#{partition}#"}},
+        )
+        return [(r.start, r.end) for r in map(_loss, items)]
+
+    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """Every lost range of the flow, by topic-partition."""
+        found: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for r in self.losses(source, target):
+            found.setdefault((r.topic, r.partition), []).append((r.start, r.end))
+        return found
+
+    def archive_partition(self, source: str, target: str, topic: str, partition: int, label: str) -> None:
+        """Move what the state holds about a partition's current incarnation (runs, origin, lost ranges, ``next``)
+        under ``old#<label>#…``: translation no longer sees it, the next batch starts the partition afresh."""
+        runs_pk = _runs_pk(source, target, topic, partition)
+        items = self._items(runs_pk)
+        for pk, sk in (
+            (f"origin#{source}#{target}#{topic}", str(partition)),
+            (f"next#{source}#{target}#{topic}", str(partition)),
+        ):
+            with self._access("read"):
+                found = self._db.get_item(
+                    TableName=self.table, ConsistentRead=True, Key={"pk": {"S": pk}, "sk": {"S": sk}}
+                ).get("Item")
+            if found is not None:
+                items.append(found)
+        items += self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": {"S": f"lost#{source}#{target}"}, ":p": {"S": f"{topic}#{partition}#"}},
+        )
+        copies = [{"PutRequest": {"Item": {**i, "pk": {"S": f"old#{label}#{i['pk']['S']}"}}}} for i in items]
+        self._batch_write(copies)  # copies first: a failure in between leaves both, never neither
+        self._batch_write([{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}} for i in items])
+        with self._lock:
+            self._last_runs.pop(runs_pk, None)
+
+    def record_reset(self, source: str, target: str, reset: ResetRecord) -> None:
+        self._put(
+            {
+                "pk": {"S": f"reset#{source}#{target}"},
+                "sk": {"S": f"{reset.topic}#{reset.partition}#{_sk(reset.at_ms)}"},
+                "e": {"N": str(reset.replicated_end)},
+                "r": {"S": reset.reason},
+                "l": {"S": reset.label},
+            }
+        )
+
+    def resets(self, source: str, target: str) -> list[ResetRecord]:
+        """Every topic reset recorded for the flow, oldest first per partition."""
+        found = []
+        for i in self._items(f"reset#{source}#{target}"):
+            topic, partition, at = i["sk"]["S"].rsplit("#", 2)
+            found.append(ResetRecord(topic, int(partition), int(at), int(i["e"]["N"]), i["r"]["S"], i["l"]["S"]))
+        return found
 
     # -- checkpoints ---------------------------------------------------------------------------------------------
     def checkpoints(self, source: str, target: str, group: str) -> GroupCheckpoints:
@@ -443,6 +595,38 @@ class StateStore:
 
 class _StaleCache(Exception):
     pass
+
+
+def _conditional(e: ClientError) -> bool:
+    return bool(e.response["Error"]["Code"] == "ConditionalCheckFailedException")
+
+
+@dataclass(frozen=True)
+class LossRecord:
+    """Offsets ``start … end − 1`` of a partition purged on the source before they were replicated."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    at_ms: int
+
+
+def _loss(item: dict[str, Any]) -> LossRecord:
+    topic, partition, start = item["sk"]["S"].rsplit("#", 2)
+    return LossRecord(topic, int(partition), int(start), int(item["e"]["N"]), int(item["at"]["N"]))
+
+
+@dataclass(frozen=True)
+class ResetRecord:
+    """A partition that started over: what its old incarnation had replicated, why, and its archive's label."""
+
+    topic: str
+    partition: int
+    at_ms: int
+    replicated_end: int
+    reason: str
+    label: str
 
 
 @dataclass(frozen=True)

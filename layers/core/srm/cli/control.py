@@ -446,6 +446,17 @@ def _status(session: Session, args: argparse.Namespace) -> int:
         for stall in s.stalled:
             since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stall.since_ms / 1000))
             session.print(f"{s.name}: {stall.what} stalled since {since} ({_age(stall.since_ms, now)}): {stall.reason}")
+        for loss in s.losses:
+            session.print(
+                f"{s.name}: DATA LOSS {loss.topic}-{loss.partition} offsets {loss.start}..{loss.end - 1} "
+                f"({loss.end - loss.start} offsets) purged on the source before they were replicated "
+                f"(detected {_age(loss.at_ms, now)})"
+            )
+        for reset in s.resets:
+            session.print(
+                f"{s.name}: TOPIC RESET {reset.topic}-{reset.partition} started over ({reset.reason}; detected "
+                f"{_age(reset.at_ms, now)}): its old incarnation's offset runs are archived"
+            )
         for error in s.errors:
             session.print(f"{s.name}: {error}")
     if args.topics:

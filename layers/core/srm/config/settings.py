@@ -242,6 +242,9 @@ class FlowSettings(BaseModel):
     # Kafka Connect's key: ``none`` stops a partition on a record the target refuses (it is retried), ``all`` sends
     # such a record to the dead-letter destination and goes on (srm.replication.dead_letters).
     errors_tolerance: Literal["none", "all"] = Field("none", alias="errors.tolerance")
+    # Records purged on the source before they were replicated stop the partition (its batch fails and is retried)
+    # instead of being reported and passed over. Named after Spark's Kafka source option: MM2 has no such key.
+    fail_on_data_loss: bool = Field(False, alias="fail.on.data.loss")
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
     @classmethod

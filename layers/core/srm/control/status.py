@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from srm.aws.state import StateError, StateStore, TopicMappingRecord
+from srm.aws.state import LossRecord, ResetRecord, StateError, StateStore, TopicMappingRecord
 from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, plan_topics
 from srm.errors import ConfigError
@@ -53,6 +53,8 @@ class FlowStatus:
     topics_from: str = "source"  # "state": the flow's topic mappings; "source": the source cluster's topics
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat, when recorded
     stalled: tuple[Stall, ...] = ()
+    losses: tuple[LossRecord, ...] = ()  # source offsets purged before they were replicated
+    resets: tuple[ResetRecord, ...] = ()  # source partitions that started over
 
     @property
     def name(self) -> str:
@@ -83,6 +85,27 @@ class FlowStatus:
                 for t in self.topics
             ],
             "stalled": [{"what": s.what, "since": _iso(s.since_ms), "reason": s.reason} for s in self.stalled],
+            "dataLoss": [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "startOffset": r.start,
+                    "endOffset": r.end,
+                    "lostOffsets": r.end - r.start,
+                    "detected": _iso(r.at_ms),
+                }
+                for r in self.losses
+            ],
+            "topicResets": [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "replicatedEnd": r.replicated_end,
+                    "reason": r.reason,
+                    "detected": _iso(r.at_ms),
+                }
+                for r in self.resets
+            ],
             "errors": list(self.errors),
         }
 
@@ -117,9 +140,12 @@ def flow_status(
     errors: list[str] = []
     facts: Mapping[str, int | str] = {}
     mappings: Mapping[str, TopicMappingRecord] = {}
+    losses: tuple[LossRecord, ...] = ()
+    resets: tuple[ResetRecord, ...] = ()
     if state is not None:
         try:
             facts, mappings = state.flow_status(source, target), state.topic_mappings(source, target)
+            losses, resets = tuple(state.losses(source, target)), tuple(state.resets(source, target))
         except StateError as e:
             errors.append(f"state table: {_reason(e)}")
     selected: dict[str, tuple[str, int]] | None = None
@@ -163,6 +189,8 @@ def flow_status(
         topics_from=topics_from,
         heartbeat_latency_ms=_fact(facts, "heartbeat_latency_ms"),
         stalled=_stalls(facts),
+        losses=losses,
+        resets=resets,
     )
 
 

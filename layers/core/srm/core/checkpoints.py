@@ -57,6 +57,10 @@ class RunsLookup(Protocol):
 
     def origin(self, source: str, target: str, topic: str, partition: int) -> Origin | None: ...
 
+    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]: ...
+
+    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[tuple[int, int]]]: ...
+
 
 @dataclass(frozen=True)
 class StoredCheckpoint:
@@ -168,6 +172,7 @@ def _forward(
         offset,
         lambda: state.origin(source, target, topic, partition),
         None if quiet is None else lambda start, end: quiet(topic, partition, start, end),
+        state.lost_ranges(source, target, topic, partition),
     )
     return PartitionTranslation(group, topic, partition, offset, metadata, remote, downstream, "forward", note)
 
@@ -194,6 +199,7 @@ class CachedRuns:
     def __init__(self, state: RunsLookup) -> None:
         self._state = state
         self._runs: dict[tuple[str, str, str, int], list[Run]] = {}
+        self._lost: dict[tuple[str, str], dict[tuple[str, int], list[tuple[int, int]]]] = {}
 
     def runs(self, source: str, target: str, topic: str, partition: int) -> list[Run]:
         key = (source, target, topic, partition)
@@ -206,3 +212,12 @@ class CachedRuns:
 
     def origin(self, source: str, target: str, topic: str, partition: int) -> Origin | None:
         return self._state.origin(source, target, topic, partition)
+
+    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]:
+        return self.flow_lost_ranges(source, target).get((topic, partition), [])
+
+    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """Read once per checkpoint run: one query, however many partitions and groups."""
+        if (source, target) not in self._lost:
+            self._lost[(source, target)] = self._state.flow_lost_ranges(source, target)
+        return self._lost[(source, target)]

@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
+from srm.core.continuity import covering
+
 __all__ = [
     "Doubt",
     "Origin",
@@ -89,6 +91,7 @@ class Origin:
 
     offset: int  # the first offset of the first batch recorded while the partition had no run
     fresh: bool  # that offset was the partition's log start: there was nothing below it to replicate
+    topic_id: str | None = None  # the source topic's id then (None: the broker has none), telling incarnations apart
 
 
 @dataclass(frozen=True)
@@ -248,13 +251,22 @@ def translate_checked(
     upstream_offset: int,
     origin: Callable[[], Origin | None],
     quiet: Callable[[int, int], bool] | None,
+    lost: Sequence[tuple[int, int]] = (),
 ) -> tuple[int | None, str]:
     """:func:`translate`, taking nothing on trust: the downstream offset, or None and why.
 
     ``origin()`` is the partition's origin, asked for only below the first run. ``quiet(start, end)`` says whether
     the source holds no record the mirror would replicate in ``[start, end)`` (None: the source cannot be asked);
     it settles a :func:`doubt`, and a committed offset past the last run (a trailing transaction marker).
+    ``lost`` are the partition's offset ranges ``[start, end)`` purged before they were replicated: an offset in
+    one has no downstream counterpart (the gap's runs join downstream, so :func:`doubt` cannot see it).
     """
+    gone = covering(list(lost), upstream_offset)
+    if gone is not None:
+        return None, (
+            f"offsets {gone[0]}..{gone[1] - 1} were purged on the source before they were replicated (data loss): "
+            "the group's next records exist on neither cluster"
+        )
     if not runs:
         return None, "nothing replicated yet"
     downstream = translate(runs, upstream_offset)

@@ -13,7 +13,7 @@ from aws_lambda_powertools import Logger
 from srm.app import App
 from srm.core.events import MalformedEventError, parse_event
 from srm.metrics.emf import publish
-from srm.replication.mirror import BatchResult, DeliveryError, MirrorError, replicate_batch
+from srm.replication.mirror import BatchResult, DataLossError, DeliveryError, MirrorError, replicate_batch
 
 # Before each call the Lambda runtime turns the event (up to 6 MB of JSON, some 10^5 objects) into Python objects,
 # inside the billed duration; with the default thresholds the garbage collector walks every object of the container
@@ -44,6 +44,10 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.error("batch not replicated, it will be retried: %s", e)
         publish(flow, [("ReplicatorFailure", 1, None)])
         raise
+    except DataLossError as e:  # fail.on.data.loss: the partition stops here, loudly
+        logger.error("batch not replicated, the partition stops: %s", e)
+        publish(flow, [("ReplicatorFailure", 1, None), *loss_values(e.lost, {})])
+        raise
     except MirrorError:
         publish(flow, [("ReplicatorFailure", 1, None)])
         raise
@@ -68,4 +72,14 @@ def mirror_values(result: BatchResult) -> list[tuple[str, float, str | None]]:
         ]
     if result.topics:
         values.append(("ReplicationLatency", max(s.max_latency_ms for s in result.topics.values()), None))
+    return values + loss_values(result.lost, result.resets)
+
+
+def loss_values(lost: dict[str, int], resets: dict[str, int]) -> list[tuple[str, float, str | None]]:
+    """Lost offsets and topic resets found before a batch, per topic and for the flow (none when none)."""
+    values: list[tuple[str, float, str | None]] = []
+    for name, counts in (("LostOffsets", lost), ("TopicResets", resets)):
+        if counts:
+            values += [(name, n, topic) for topic, n in counts.items()]
+            values.append((name, sum(counts.values()), None))
     return values

@@ -96,6 +96,20 @@ def _caught_up(consumer: Consumer, assignment: list[TopicPartition], starts: dic
                 position = low  # no committed offset: read from the log start (auto.offset.reset=earliest)
             if high < 0 or position < 0 or position < high:
                 return False
+            if position > high:
+                # The committed offset is beyond the log end: the topic was deleted and recreated (a broker that
+                # keeps the group's offsets) or its log truncated. Not read to the end: the fetch that follows
+                # resets to the log start (auto.offset.reset), as Lambda's poller starts a recreated topic afresh.
+                log.warning(
+                    "event source: %s-%d resumes at %d, beyond its log end %d: the topic was recreated or truncated; "
+                    "reading it again from its log start",
+                    tp.topic,
+                    tp.partition,
+                    position,
+                    high,
+                )
+                starts.pop(tp.partition, None)
+                return False
     except KafkaException:
         return False
     return True

@@ -22,7 +22,7 @@ REGION = "${AWS::Region}"
 PERIOD = 60  # seconds; the checkpoint function samples lag and heartbeats every minute by default
 # the flow stack's functions (logical ids; ${Id} is the function's name) and alarms (${Id.Arn})
 FUNCTIONS = ("MirrorFunction", "TopicSyncFunction", "CheckpointFunction", "HeartbeatFunction", "MetricsApiFunction")
-ALARMS = ("LagAlarm", "HeartbeatAgeAlarm", "FailedBatchesAlarm", "CheckpointErrorsAlarm")
+ALARMS = ("LagAlarm", "HeartbeatAgeAlarm", "FailedBatchesAlarm", "CheckpointErrorsAlarm", "DataLossAlarm")
 WIDTH, HEIGHT = 12, 6  # two graphs a row (the grid is 24 wide)
 
 
@@ -83,6 +83,11 @@ def widgets() -> list[dict[str, Any]]:
             "groups",
         ),
         _graph("Failed batches (retried)", [_srm("ReplicatorFailure", "Sum", "failed batches")], "batches"),
+        _graph(
+            "Cannot be replayed: source offsets lost / partitions reset",
+            [_srm("LostOffsets", "Sum", "lost offsets"), _srm("TopicResets", "Sum", "topic resets")],
+            "count",
+        ),
         _graph("Lambda errors", [_lambda("Errors", f) for f in FUNCTIONS], "invocations"),
         _graph("Lambda throttles", [_lambda("Throttles", f) for f in FUNCTIONS], "invocations"),
     ]

@@ -25,6 +25,8 @@ EMF_METRICS: Mapping[str, str] = {
     "RecordAge": "Milliseconds",  # arrival at the function − record timestamp, the batch's largest
     "ReplicatorFailure": "Count",  # failed batches (each is retried)
     "DeadLetteredRecords": "Count",  # records sent to the dead-letter destination (errors.tolerance = all)
+    "LostOffsets": "Count",  # source offsets purged before they were replicated (data loss), when detected
+    "TopicResets": "Count",  # source partitions that started over (topic deleted and recreated), when detected
     # checkpoint function, on its schedule
     "MessageLag": "Count",  # source log end − the event source's committed offset, summed over partitions
     "CheckpointLatency": "Milliseconds",
@@ -66,4 +68,6 @@ TABLE_ATTRIBUTES: tuple[str, ...] = (
     "topic-acls-changed",
     "topic-sync-failures",
     "topic-sync-failed-steps",
+    "lost-offsets",
+    "topic-resets",
 )

@@ -26,6 +26,10 @@ kind              fields
                   latency, when known)
 ``topic_sync``    one topic-sync run: ``topics_created``, ``partitions_created``, ``configs_changed``,
                   ``acls_changed``, ``failed`` (step → count)
+``data_loss``     source offsets purged before they were replicated: ``topic``, ``partition``, ``start_offset``,
+                  ``end_offset`` (the range, end exclusive), ``lost`` (offsets of it not reported before)
+``topic_reset``   a source partition that started over (topic deleted and recreated): ``topic``, ``partition``,
+                  ``replicated_end`` (what its old incarnation had replicated)
 ================  ====================================================================================================
 
 A sketch is :class:`srm.metrics.sketch.Sketch`'s JSON form (:class:`SketchData`). Unknown fields are ignored (so
@@ -52,6 +56,7 @@ __all__ = [
     "REQUIRED",
     "SCHEMA_VERSION",
     "CheckpointRun",
+    "DataLoss",
     "DeadLetterBatch",
     "HeartbeatSample",
     "LagSample",
@@ -60,6 +65,7 @@ __all__ = [
     "MirrorBatch",
     "MirrorFailure",
     "SketchData",
+    "TopicReset",
     "TopicSyncRun",
     "decode",
     "encode",
@@ -186,6 +192,22 @@ class TopicSyncRun(_Record):
     failed: dict[str, int] = Field(default_factory=dict)
 
 
+class DataLoss(_Record):
+    kind: Literal["data_loss"] = "data_loss"
+    topic: str
+    partition: int = Field(ge=0)
+    start_offset: int = Field(ge=0)
+    end_offset: int = Field(ge=0)
+    lost: int = Field(ge=0)
+
+
+class TopicReset(_Record):
+    kind: Literal["topic_reset"] = "topic_reset"
+    topic: str
+    partition: int = Field(ge=0)
+    replicated_end: int = Field(ge=0)
+
+
 _KIND_MODELS: tuple[type[_Record], ...] = (
     MirrorBatch,
     MirrorFailure,
@@ -194,10 +216,20 @@ _KIND_MODELS: tuple[type[_Record], ...] = (
     CheckpointRun,
     HeartbeatSample,
     TopicSyncRun,
+    DataLoss,
+    TopicReset,
 )
 MetricRecord = Annotated[
     Union[  # noqa: UP007
-        MirrorBatch, MirrorFailure, DeadLetterBatch, LagSample, CheckpointRun, HeartbeatSample, TopicSyncRun
+        MirrorBatch,
+        MirrorFailure,
+        DeadLetterBatch,
+        LagSample,
+        CheckpointRun,
+        HeartbeatSample,
+        TopicSyncRun,
+        DataLoss,
+        TopicReset,
     ],
     Field(discriminator="kind"),
 ]

@@ -47,12 +47,14 @@ from srm.metrics.sinks import Emitter, NullEmitter
 from srm.metrics.sketch import Sketch
 from srm.mm2.formats import OffsetSync
 from srm.mm2.policy import ReplicationPolicy
+from srm.replication.continuity import SourceLookups, check_batches
 from srm.replication.dead_letters import MessageSizeLimits, NoDeadLetters, oversized
 from srm.replication.exactly_once import ExactlyOnce
 from srm.replication.heartbeat import latest_heartbeat
 
 __all__ = [
     "BatchResult",
+    "DataLossError",
     "DeliveryError",
     "MirrorContext",
     "MirrorError",
@@ -69,6 +71,15 @@ _T = TypeVar("_T")
 
 class MirrorError(RetriableError, RuntimeError):
     """The batch was not fully replicated; the event source must retry it."""
+
+
+class DataLossError(MirrorError):
+    """Records were purged on the source before they were replicated, and ``fail.on.data.loss`` stops the
+    partition: the batch fails, so the event source retries it and makes no progress."""
+
+    def __init__(self, message: str, *, lost: dict[str, int]) -> None:
+        super().__init__(message)
+        self.lost = lost  # by topic: offsets reported lost for the first time by this attempt
 
 
 class TopicNotReplicatedError(MirrorError):
@@ -118,8 +129,12 @@ class MirrorContext:
     offset_sync_producer: Producer | None = None
     # The threads that write a batch's offset runs side by side (one pool per container, held by the App).
     state_writers: StateWriters = field(default_factory=lambda: StateWriters())
-    # The log-start offset of a source partition, looked up when a partition with no offset runs is first recorded.
+    # The log-start offset of a source partition, looked up when a partition with no offset runs is first recorded,
+    # or after a gap in its offsets (data loss?).
     log_start: Callable[[str, int], int] | None = None
+    # The log end and topic id of the source, looked up when a batch starts below its partition's runs (topic reset?).
+    log_end: Callable[[str, int], int] | None = None
+    topic_id: Callable[[str], str | None] | None = None
     # Raw metric records (one per partition of a batch; a failed batch's too), sent off the record path.
     metrics: Emitter = field(default_factory=NullEmitter)
     # The flow's transactions when exactly.once.source.support=enabled (one per container); None: at-least-once.
@@ -150,6 +165,8 @@ class BatchResult:
     skipped: int = 0  # records not written: their provenance names the target (identity loop guard)
     already_written: int = 0  # records not written: an earlier transaction committed them (exactly-once)
     dead_lettered: int = 0  # records sent to the dead-letter destination instead
+    lost: dict[str, int] = field(default_factory=dict)  # by source topic: offsets found lost before this batch
+    resets: dict[str, int] = field(default_factory=dict)  # by source topic: partitions found started over
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat of the batch
     topics: dict[str, TopicStats] = field(default_factory=dict)  # by source topic
 
@@ -162,6 +179,8 @@ class BatchResult:
             **({"skipped": self.skipped} if self.skipped else {}),
             **({"alreadyWritten": self.already_written} if self.already_written else {}),
             **({"deadLettered": self.dead_lettered} if self.dead_lettered else {}),
+            **({"lostOffsets": self.lost} if self.lost else {}),
+            **({"topicResets": self.resets} if self.resets else {}),
             **({"heartbeatLatencyMs": self.heartbeat_latency_ms} if self.heartbeat_latency_ms is not None else {}),
         }
 
@@ -202,6 +221,7 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
     firsts: dict[tuple[str, int], int] = {}  # each partition's first offset, skipped records included
     lasts: dict[tuple[str, int], int] = {}  # … and its last
     letters: list[DeadLetter] = []
+    tails: dict[tuple[str, int], int] = {}  # one past the last offset of partitions with skipped records
     now_ms = int(time.time() * 1000)
 
     for batch in batches:
@@ -210,14 +230,19 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
                 f"{batch.topic} is not replicated by {target.source}->{target.target} (topics={settings.topics!r}, "
                 f"topics.exclude={settings.topics_exclude!r}); its event source mapping should be disabled"
             )
+    _check_continuity(batches, target, result)
+    for batch in batches:
         remote = target.policy.format_remote_topic(target.source, batch.topic)
         target.ensure_remote_topic(batch.topic, remote, batch.partition + 1)
         if len(batch):
             firsts[(batch.topic, batch.partition)] = batch.offsets[0]
             lasts[(batch.topic, batch.partition)] = batch.offsets[-1]
         if remote == batch.topic:  # the name cannot tell where records came from: the provenance header does
+            last = batch.offsets[-1] if len(batch) else None
             batch, skipped = _with_provenance(batch, target.source, target.target)
             result.skipped += skipped
+            if skipped and last is not None:
+                tails[(batch.topic, batch.partition)] = last + 1
         if settings.errors_tolerance == "all" and target.max_message_bytes is not None and len(batch):
             batch = _set_aside_oversized(target, batch, remote, target.max_message_bytes(remote), letters)
         acks = Acks(len(batch))
@@ -265,6 +290,10 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
     _record_runs(target, runs, firsts)
     if eos is not None:
         eos.recorded(runs)
+    for (topic, partition), tail in tails.items():
+        written = runs.get((topic, partition))
+        if not written or written[-1].upstream_end < tail:  # else a gap after the runs would look like lost records
+            target.state.mark_processed(target.source, target.target, topic, partition, tail)
     if sync_acks is not None:
         _await_offset_syncs(target, sync_acks)
     result.heartbeat_latency_ms = _record_heartbeat(target, pending)
@@ -343,6 +372,30 @@ def _count_dead_letters(target: MirrorContext, letters: list[DeadLetter]) -> Non
                 error="record_too_large",
             )
         )
+
+
+def _check_continuity(batches: list[PartitionBatch], target: MirrorContext, result: BatchResult) -> None:
+    """Records lost on the source before this batch, or a partition that started over (:mod:`.continuity`): noted in
+    the result; with ``fail.on.data.loss``, lost records fail the batch before anything is written."""
+    lookups = SourceLookups(target.log_start, target.log_end, target.topic_id)
+    findings = check_batches(
+        batches,
+        source=target.source,
+        target=target.target,
+        state=target.state,
+        lookups=lookups,
+        metrics=target.metrics,
+        fail_on_data_loss=target.settings.fail_on_data_loss,
+    )
+    for reset in findings.resets:
+        result.resets[reset.topic] = result.resets.get(reset.topic, 0) + 1
+    if findings.losses and target.settings.fail_on_data_loss:
+        raise DataLossError(
+            "; ".join(loss.describe() for loss in findings.losses)
+            + "; the partition stops (fail.on.data.loss = true): turn it off to replicate past the gap",
+            lost=dict(findings.lost),
+        )
+    result.lost.update(findings.lost)
 
 
 def _measure(
@@ -526,7 +579,7 @@ def _origin(target: MirrorContext, topic: str, partition: int, first: int) -> Ca
 
     def origin() -> Origin:
         fresh = first == 0 or (target.log_start is not None and first <= target.log_start(topic, partition))
-        return Origin(first, fresh)
+        return Origin(first, fresh, target.topic_id(topic) if target.topic_id is not None else None)
 
     return origin
 
