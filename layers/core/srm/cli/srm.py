@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "aws_lambda_powertools", "matplotlib"):
+    for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "aws_lambda_powertools", "matplotlib", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         if args.command == "run":

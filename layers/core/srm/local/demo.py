@@ -379,7 +379,7 @@ def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int
         "",
         f"metrics ({report.files_read} raw files, {report.rows_written} rows written by one aggregation in "
         f"{time.monotonic() - t0:.1f}s, Spark start included), from the metrics API at {url}:",
-        f"{'topic':<12}{'records':>10}{'counted':>10}{'peak rec/s':>12}{'latency p50':>13}{'p99':>9}{'lag':>6}",
+        f"{'topic':<12}{'records':>10}{'counted':>10}{'peak rec/s':>12}{'latency p50':>13}{'p99':>10}{'lag':>6}",
     ]
     if url is None:
         return _MetricsReport("\n".join([*lines, "metrics: the API did not start (no .srm-local/api.url)"]), False)
@@ -400,7 +400,7 @@ def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int
             lag = f"{lags[-1]['value']:.0f}" if lags else "-"
             lines.append(
                 f"{topic:<12}{total:>10,.0f}{counted[topic]:>10,}{peak:>12,.0f}"
-                f"{busiest.get('p50') or 0:>10,.0f} ms{busiest.get('p99') or 0:>6,.0f} ms"
+                f"{busiest.get('p50') or 0:>10,.0f} ms{busiest.get('p99') or 0:>7,.0f} ms"
                 f"{lag:>6}"
             )
     except ApiError as e:
