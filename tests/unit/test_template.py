@@ -494,8 +494,8 @@ def test_shared_tables_are_encrypted_backed_up_and_protected(template: dict[str,
         # losing the state table's offset runs means re-reading records on failover
         assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}, table
         assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain", table
-    for table in ("ConfigTable", "StateTable"):  # shared by every flow's stack
-        assert template["Resources"][table]["Properties"]["DeletionProtectionEnabled"] is True
+    for resources, table in ((template, "ConfigTable"), (template, "StateTable"), (monitoring, "MetricsTable")):
+        assert resources["Resources"][table]["Properties"]["DeletionProtectionEnabled"] is True, table  # shared
 
 
 def test_every_function_logs_to_its_own_group_with_the_retention(template: dict[str, Any]) -> None:
