@@ -486,7 +486,9 @@ def sub_text(resource: Any) -> str:
     return resource["Fn::Sub"][0] if isinstance(resource["Fn::Sub"], list) else resource["Fn::Sub"]
 
 
-def test_shared_tables_are_encrypted_backed_up_and_protected(template: dict[str, Any], monitoring: dict[str, Any]) -> None:
+def test_shared_tables_are_encrypted_backed_up_and_protected(
+    template: dict[str, Any], monitoring: dict[str, Any]
+) -> None:
     for resources, table in ((template, "ConfigTable"), (template, "StateTable"), (monitoring, "MetricsTable")):
         resource = resources["Resources"][table]
         props = resource["Properties"]
@@ -575,9 +577,9 @@ def test_no_select_can_fail_on_an_empty_target_cluster_arn(template: dict[str, A
     split_target = [s for s in selects(template["Resources"]) if "TargetClusterArn" in json.dumps(s)]
     assert split_target
     for split in split_target:
-        assert split == {
-            "Fn::Split": [":cluster/", {"Fn::Join": ["", [{"Ref": "TargetClusterArn"}, ":cluster/"]]}]
-        }, split
+        assert split == {"Fn::Split": [":cluster/", {"Fn::Join": ["", [{"Ref": "TargetClusterArn"}, ":cluster/"]]}]}, (
+            split
+        )
 
 
 def test_target_writes_are_limited_to_remote_and_internal_topics(translated: dict[str, Any]) -> None:
@@ -596,7 +598,9 @@ def test_target_writes_are_limited_to_remote_and_internal_topics(translated: dic
     for role_id, s in role_statements(translated):
         actions = {a.split(":", 1)[1] for a in as_list(s["Action"]) if a.startswith("kafka-cluster:")}
         for resource in as_list(s["Resource"]):
-            if not (isinstance(resource, dict) and "Fn::Sub" in resource and "TargetClusterArn" in json.dumps(resource)):
+            if not (
+                isinstance(resource, dict) and "Fn::Sub" in resource and "TargetClusterArn" in json.dumps(resource)
+            ):
                 continue
             text = sub_text(resource)
             if ":topic/" in text and actions & changes:
