@@ -117,6 +117,13 @@ def test_deployed_functions_have_their_runtime_timeouts_concurrency_and_log_grou
         (described,) = logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
         assert described["retentionInDays"] == 30, fn
     assert timeouts["Checkpoint"] < 60 < timeouts["Heartbeat"]
+    iam = client(server, "iam")
+    for fn in ("Mirror", "TopicSync", "Checkpoint", "Heartbeat", "MetricsApi"):
+        role = physical(flow, f"{fn}FunctionRole")
+        assert iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"] == []  # not in a VPC: none
+        (policy,) = iam.list_role_policies(RoleName=role)["PolicyNames"]
+        document = iam.get_role_policy(RoleName=role, PolicyName=policy)["PolicyDocument"]
+        assert "*" not in {s["Resource"] for s in document["Statement"] if s.get("Sid") == "Logs"}
     mirror = lam.get_function(FunctionName=physical(flow, "MirrorFunction"))
     assert mirror["Concurrency"]["ReservedConcurrentExecutions"] == 100
 

@@ -47,11 +47,6 @@ UNSCOPABLE = {
     "ec2:DeleteNetworkInterface",
 }
 READ_ONLY_VERBS = ("Describe", "Get", "List", "BatchGet")
-# AWS managed policies SAM attaches: logs (always) and VPC ENIs (with VpcConfig). Nothing else may be attached.
-MANAGED_POLICIES = {
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole",
-}
 
 
 TableCreator = Callable[[Any, str], None]
@@ -274,9 +269,26 @@ def test_create_event_source_mapping_is_limited_to_the_mirror(translated: dict[s
     assert {"Fn::GetAtt": ["MirrorFunction", "Arn"]} in condition
 
 
-def test_only_sams_basic_managed_policies_are_attached(translated: dict[str, Any]) -> None:
-    for role_id, role in resources_of(translated, "AWS::IAM::Role").items():
-        assert set(role["Properties"].get("ManagedPolicyArns", [])) <= MANAGED_POLICIES, role_id
+def test_only_the_vpc_policy_is_attached_and_only_in_a_vpc(translated: dict[str, Any]) -> None:
+    # GIVEN every function's role WHEN its managed policies are read THEN AWS's VPC access policy is the only one,
+    # attached only with VpcSubnetIds; logs go to the function's own group through an inline statement
+    vpc = {"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"}
+    roles = resources_of(translated, "AWS::IAM::Role")
+    assert set(roles) == {f"{f}Role" for f in resources_of(translated, "AWS::Lambda::Function")}
+    for role_id, role in roles.items():
+        assert role["Properties"]["ManagedPolicyArns"] == {"Fn::If": ["InVpc", [vpc], {"Ref": "AWS::NoValue"}]}
+        logs = [s for _, s in role_statements({"Resources": {role_id: role}}) if s.get("Sid") == "Logs"]
+        function = role_id.removesuffix("Role")
+        assert logs == [
+            {
+                "Sid": "Logs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": {"Fn::GetAtt": [function.removesuffix("Function") + "LogGroup", "Arn"]},
+            }
+        ], role_id
+        lambda_fn = translated["Resources"][function]["Properties"]
+        assert lambda_fn["Role"] == {"Fn::GetAtt": [role_id, "Arn"]}
 
 
 def test_secrets_are_scoped_to_the_prefix(translated: dict[str, Any]) -> None:
