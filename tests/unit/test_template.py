@@ -697,3 +697,29 @@ def test_every_checkov_skip_says_why(template: dict[str, Any], monitoring: dict[
     for name, skip in skips:
         assert re.fullmatch(r"CKV_AWS_\d+", skip["id"]), name
         assert len(skip["comment"]) > 20, (name, skip)
+
+
+# -- (h) infra/: one samconfig per example flow and the monitoring stack ---------------------------------------------
+@pytest.mark.parametrize("samconfig", sorted((ROOT / "infra").glob("samconfig.*.toml")), ids=lambda p: p.name)
+def test_samconfig_parameters_are_the_templates_and_valid(
+    samconfig: Path, template: dict[str, Any], monitoring: dict[str, Any]
+) -> None:
+    import shlex
+    import tomllib
+
+    deploy = tomllib.loads(samconfig.read_text())["default"]["deploy"]["parameters"]
+    target = monitoring if deploy.get("template_file") == "template-monitoring.yaml" else template
+    values = dict(kv.split("=", 1) for entry in deploy["parameter_overrides"] for kv in shlex.split(entry))
+    params = target["Parameters"]
+    assert set(values) <= set(params), set(values) - set(params)
+    assert {k for k, p in params.items() if "Default" not in p} <= set(values)  # the required ones
+    for key, value in values.items():
+        spec = params[key]
+        if "AllowedPattern" in spec:
+            assert re.fullmatch(spec["AllowedPattern"], value), (key, value)
+        if "AllowedValues" in spec:
+            assert value in [str(v) for v in spec["AllowedValues"]], (key, value)
+    if target is template:  # the flow runs in its source cluster's region
+        region = tomllib.loads(samconfig.read_text())["default"]["global"]["parameters"]["region"]
+        assert values["SourceClusterArn"].split(":")[3] == region
+        assert values["TargetClusterArn"].split(":")[3] == values.get("TargetSecretsRegion", region)
