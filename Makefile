@@ -10,6 +10,10 @@ PYTHON312 ?= $(shell for p in $$(command -v python3.12) $$HOME/.pyenv/versions/3
 	$$p -c '' 2>/dev/null && { echo $$p; break; }; done)
 SAM_VENV  := .venv-sam
 SAM_CLI_VERSION := 1.170.0
+# checkov (security scan of the templates) pins dependencies that clash with ours: a venv of its own
+CHECKOV_VENV := .venv-checkov
+CHECKOV_VERSION := 3.3.30
+TEMPLATES := template.yaml template-monitoring.yaml
 
 .PHONY: install chromium demo test lint bench clean
 
@@ -19,6 +23,10 @@ $(SAM_VENV)/bin/sam:
 	@test -n "$(PYTHON312)" || { echo "make: python3.12 is needed for sam build (the functions' runtime); install it or set PYTHON312=/path/to/python3.12"; exit 2; }
 	$(PYTHON312) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+
+$(CHECKOV_VENV)/bin/checkov:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
 
 $(STAMP): pyproject.toml layers/core/srm/local/dynamodb_local/package-lock.json
 	$(PYTHON) -m venv $(VENV)
@@ -45,11 +53,15 @@ demo: install
 test: install lint
 	$(BIN)/python -m pytest -q
 
-lint: install
+lint: install $(CHECKOV_VENV)/bin/checkov
 	$(BIN)/ruff check layers tests functions bench glue_jobs
 	$(BIN)/ruff format --check layers tests functions bench glue_jobs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/cfn-lint --regions us-east-1 us-west-2 -- $(TEMPLATES)
+	for t in $(TEMPLATES); do SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1 -t $$t || exit 1; done
+	# zero failed checks; a check that does not apply is skipped in the resource's Metadata, with its reason
+	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation $(addprefix -f ,$(TEMPLATES))
 
 # srm.aws's tests (marker aws_adapter) on LocalStack instead of moto; its own venv, .venv-localstack (Python 3.12+)
 .PHONY: test-localstack
@@ -60,4 +72,4 @@ bench: install
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .venv-localstack .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .venv-localstack .pytest_cache .ruff_cache .mypy_cache build *.egg-info

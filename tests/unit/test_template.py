@@ -47,11 +47,6 @@ UNSCOPABLE = {
     "ec2:DeleteNetworkInterface",
 }
 READ_ONLY_VERBS = ("Describe", "Get", "List", "BatchGet")
-# AWS managed policies SAM attaches: logs (always) and VPC ENIs (with VpcConfig). Nothing else may be attached.
-MANAGED_POLICIES = {
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole",
-}
 
 
 TableCreator = Callable[[Any, str], None]
@@ -274,18 +269,46 @@ def test_create_event_source_mapping_is_limited_to_the_mirror(translated: dict[s
     assert {"Fn::GetAtt": ["MirrorFunction", "Arn"]} in condition
 
 
-def test_only_sams_basic_managed_policies_are_attached(translated: dict[str, Any]) -> None:
-    for role_id, role in resources_of(translated, "AWS::IAM::Role").items():
-        assert set(role["Properties"].get("ManagedPolicyArns", [])) <= MANAGED_POLICIES, role_id
+def test_only_the_vpc_policy_is_attached_and_only_in_a_vpc(translated: dict[str, Any]) -> None:
+    # GIVEN every function's role WHEN its managed policies are read THEN AWS's VPC access policy is the only one,
+    # attached only with VpcSubnetIds; logs go to the function's own group through an inline statement
+    vpc = {"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole"}
+    roles = resources_of(translated, "AWS::IAM::Role")
+    assert set(roles) == {f"{f}Role" for f in resources_of(translated, "AWS::Lambda::Function")}
+    for role_id, role in roles.items():
+        assert role["Properties"]["ManagedPolicyArns"] == {"Fn::If": ["InVpc", [vpc], {"Ref": "AWS::NoValue"}]}
+        logs = [s for _, s in role_statements({"Resources": {role_id: role}}) if s.get("Sid") == "Logs"]
+        function = role_id.removesuffix("Role")
+        assert logs == [
+            {
+                "Sid": "Logs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": {"Fn::GetAtt": [function.removesuffix("Function") + "LogGroup", "Arn"]},
+            }
+        ], role_id
+        lambda_fn = translated["Resources"][function]["Properties"]
+        assert lambda_fn["Role"] == {"Fn::GetAtt": [role_id, "Arn"]}
 
 
 def test_secrets_are_scoped_to_the_prefix(translated: dict[str, Any]) -> None:
+    # GIVEN every grant of secrets WHEN its resources are read (both of TargetSecretsRegion's branches) THEN each
+    # is a secret named <prefix>* or AmazonMSK_<prefix>*, of the stack's region or TargetSecretsRegion
+    granted = set()
     for role_id, s in role_statements(translated):
         if "secretsmanager:GetSecretValue" in as_list(s["Action"]):
+            granted.add(role_id)
             for resource in as_list(s["Resource"]):
+                if "Fn::If" in resource:
+                    condition, resource, otherwise = resource["Fn::If"]
+                    assert (condition, otherwise) == ("HasTargetSecretsRegion", {"Ref": "AWS::NoValue"}), role_id
+                    assert ":secretsmanager:${TargetSecretsRegion}:" in resource["Fn::Sub"], role_id
+                else:
+                    assert ":secretsmanager:${AWS::Region}:" in resource["Fn::Sub"], role_id
                 assert resource["Fn::Sub"].endswith(
                     ("secret:${SecretNamePrefix}*", "secret:AmazonMSK_${SecretNamePrefix}*")
                 ), role_id
+    assert len(granted) == 5  # every function, each reaches Kafka
 
 
 def test_heartbeat_function_writes_only_the_source_heartbeats_topic(translated: dict[str, Any]) -> None:
@@ -464,3 +487,239 @@ def test_remote_querying_advertises_this_stacks_api_and_calls_only_the_named_pee
     adverts = [s for r, s in role_statements(translated) if s.get("Sid") == "TargetApiAdvert"]
     assert [r for r, s in role_statements(translated) if s.get("Sid") == "TargetApiAdvert"] == ["TopicSyncFunctionRole"]
     assert adverts[0]["Resource"][1]["Fn::Sub"][0].endswith(":topic/${Cluster}/srm-metrics-api.internal")
+
+
+# -- (g) secure by default: encryption, backups, retention, TLS, concurrency, timeouts ---------------------------------
+def kafka_grants(translated: dict[str, Any], role_id: str) -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for r, s in role_statements(translated) if r == role_id and "Sid" in s}
+
+
+def sub_text(resource: Any) -> str:
+    return resource["Fn::Sub"][0] if isinstance(resource["Fn::Sub"], list) else resource["Fn::Sub"]
+
+
+def test_shared_tables_are_encrypted_backed_up_and_protected(
+    template: dict[str, Any], monitoring: dict[str, Any]
+) -> None:
+    for resources, table in ((template, "ConfigTable"), (template, "StateTable"), (monitoring, "MetricsTable")):
+        resource = resources["Resources"][table]
+        props = resource["Properties"]
+        assert props["SSESpecification"] == {"SSEEnabled": True}, table
+        # losing the state table's offset runs means re-reading records on failover
+        assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}, table
+        assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain", table
+    for resources, table in ((template, "ConfigTable"), (template, "StateTable"), (monitoring, "MetricsTable")):
+        assert resources["Resources"][table]["Properties"]["DeletionProtectionEnabled"] is True, table  # shared
+
+
+def test_every_function_logs_to_its_own_group_with_the_retention(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    groups = set()
+    for name, fn in functions(template).items():
+        group = fn["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        assert resources[group]["Type"] == "AWS::Logs::LogGroup", name
+        assert resources[group]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}, name
+        assert resources[group]["Properties"]["LogGroupName"]["Fn::Sub"].startswith("/aws/lambda/srm-"), name
+        groups.add(group)
+    assert len(groups) == len(functions(template))
+    access = resources["MetricsApiAccessLogs"]["Properties"]
+    assert access["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+@pytest.mark.parametrize(("which", "bucket"), [("template", "DeadLetterBucket"), ("monitoring", "RawMetricsBucket")])
+def test_buckets_are_private_encrypted_and_tls_only(
+    template: dict[str, Any], monitoring: dict[str, Any], which: str, bucket: str
+) -> None:
+    resources = (template if which == "template" else monitoring)["Resources"]
+    props = resources[bucket]["Properties"]
+    assert props["PublicAccessBlockConfiguration"] == dict.fromkeys(
+        ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"), True
+    )
+    assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}  # no ACLs
+    encryption = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    assert encryption["SSEAlgorithm"] in ("AES256", "aws:kms")
+    (policy,) = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"]["Bucket"] == {"Ref": bucket}
+    ]
+    (deny,) = policy["PolicyDocument"]["Statement"]
+    assert (deny["Effect"], deny["Principal"], deny["Action"]) == ("Deny", "*", "s3:*")
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert deny["Resource"] == [{"Fn::GetAtt": [bucket, "Arn"]}, {"Fn::Sub": f"${{{bucket}.Arn}}/*"}]
+
+
+def test_checkpoint_runs_never_overlap_and_heartbeats_outlive_their_delivery_timeout(template: dict[str, Any]) -> None:
+    fns, params = functions(template), template["Parameters"]
+    assert params["CheckpointSchedule"]["Default"] == "rate(1 minute)"
+    assert fns["CheckpointFunction"]["Properties"]["Timeout"] < 60  # a run ends before the next one starts
+    assert "ReservedConcurrentExecutions" not in fns["CheckpointFunction"]["Properties"]
+    delivery_s = FlowSettings.model_fields["mirror_delivery_timeout_ms"].default / 1000
+    assert fns["HeartbeatFunction"]["Properties"]["Timeout"] > delivery_s
+    assert fns["MirrorFunction"]["Properties"]["Timeout"] > delivery_s
+    m = re.fullmatch(r"rate\((\d+) minutes\)", params["TopicSyncSchedule"]["Default"])
+    assert m and fns["TopicSyncFunction"]["Properties"]["Timeout"] < int(m[1]) * 60
+
+
+def test_mirror_concurrency_is_reserved_unless_the_parameter_says_0(template: dict[str, Any]) -> None:
+    props = functions(template)["MirrorFunction"]["Properties"]
+    assert props["ReservedConcurrentExecutions"] == {
+        "Fn::If": ["HasMirrorReservedConcurrency", {"Ref": "MirrorReservedConcurrency"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert template["Conditions"]["HasMirrorReservedConcurrency"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "MirrorReservedConcurrency"}, 0]}]
+    }
+    param = template["Parameters"]["MirrorReservedConcurrency"]
+    assert param["MinValue"] == 0 and param["Default"] > 0
+
+
+def test_no_select_can_fail_on_an_empty_target_cluster_arn(template: dict[str, Any]) -> None:
+    # CloudFormation evaluates Fn::Select in both branches of Fn::If: splitting an empty TargetClusterArn must still
+    # yield two elements, so the target's ARN is always split with ":cluster/" appended.
+    def selects(node: Any) -> Iterator[Any]:
+        if isinstance(node, dict):
+            if "Fn::Select" in node:
+                yield node["Fn::Select"][1]
+            for value in node.values():
+                yield from selects(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from selects(value)
+
+    split_target = [s for s in selects(template["Resources"]) if "TargetClusterArn" in json.dumps(s)]
+    assert split_target
+    for split in split_target:
+        assert split == {"Fn::Split": [":cluster/", {"Fn::Join": ["", [{"Ref": "TargetClusterArn"}, ":cluster/"]]}]}, (
+            split
+        )
+
+
+def test_target_writes_are_limited_to_remote_and_internal_topics(translated: dict[str, Any]) -> None:
+    # GIVEN every statement on the target WHEN its topic resources are read THEN create/alter/write/read reach only
+    # the remote topics (RemoteTopicPattern, default <source>.*) and srm's own internal topics
+    internal = {
+        ":topic/${Cluster}/mm2-offsets.${SourceAlias}.internal",
+        ":topic/${Cluster}/mm2-offset-syncs.${SourceAlias}.internal",
+        ":topic/${Cluster}/${SourceAlias}.checkpoints.internal",
+        ":topic/${Cluster}/srm-metrics-api.internal",
+        ":topic/${Cluster}/${RemoteTopics}",
+    }
+    remote = {"Fn::If": ["HasRemoteTopicPattern", {"Ref": "RemoteTopicPattern"}, {"Fn::Sub": "${SourceAlias}.*"}]}
+    changes = {"CreateTopic", "AlterTopic", "AlterTopicDynamicConfiguration", "WriteData", "ReadData", "DeleteTopic"}
+    checked = 0
+    for role_id, s in role_statements(translated):
+        actions = {a.split(":", 1)[1] for a in as_list(s["Action"]) if a.startswith("kafka-cluster:")}
+        for resource in as_list(s["Resource"]):
+            if not (
+                isinstance(resource, dict) and "Fn::Sub" in resource and "TargetClusterArn" in json.dumps(resource)
+            ):
+                continue
+            text = sub_text(resource)
+            if ":topic/" in text and actions & changes:
+                checked += 1
+                assert any(text.endswith(i) for i in internal), (role_id, s["Sid"], text)
+                if text.endswith("${RemoteTopics}"):
+                    assert resource["Fn::Sub"][1]["RemoteTopics"] == remote, (role_id, s["Sid"])
+    assert checked >= 5
+
+
+def test_alter_group_is_scoped_and_every_reader_may_alter_its_group(translated: dict[str, Any]) -> None:
+    # MSK IAM pairs ReadData with AlterGroup on the reader's group: every role reading has one, and no role may
+    # alter every group of a cluster except the checkpoint function through CheckpointGroups.
+    for role_id in ("MirrorFunctionRole", "CheckpointFunctionRole", "MetricsApiFunctionRole"):
+        grants = [s for r, s in role_statements(translated) if r == role_id]
+        reads = [s for s in grants if "kafka-cluster:ReadData" in as_list(s["Action"])]
+        alters = [s for s in grants if "kafka-cluster:AlterGroup" in as_list(s["Action"])]
+        assert reads and alters, role_id
+        for s in alters:
+            text = sub_text(s["Resource"])
+            assert not text.endswith(":group/${Cluster}/*") and not text.endswith("group/*/*/*"), (role_id, text)
+    checkpoint = kafka_grants(translated, "CheckpointFunctionRole")
+    assert sub_text(checkpoint["TargetGroupsSync"]["Resource"]).endswith(":group/${Cluster}/${CheckpointGroups}")
+    assert sub_text(checkpoint["SourceProbeGroup"]["Resource"]).endswith(":group/${Cluster}/srm-checkpoint-probe")
+    mirror = kafka_grants(translated, "MirrorFunctionRole")
+    assert sub_text(mirror["TargetTransactions"]["Resource"]).endswith(
+        ":transactional-id/${Cluster}/srm-mirror.${SourceAlias}-${TargetAlias}.*"
+    )
+
+
+def test_names_in_the_grants_are_the_ones_srm_uses() -> None:
+    from srm.core.plans import mapping_group_id
+    from srm.core.source_offsets import offsets_topic
+    from srm.kafka.adverts import ADVERTS_TOPIC
+    from srm.kafka.transactions import transactional_id
+    from srm.mm2.policy import DefaultReplicationPolicy
+
+    text = TEMPLATE.read_text()
+    assert mapping_group_id("S", "T", "x").startswith("srm-mirror.S-T.")
+    assert transactional_id("S", "T", "x", 0).startswith("srm-mirror.S-T.")
+    assert offsets_topic("S") == "mm2-offsets.S.internal"
+    policy = DefaultReplicationPolicy()
+    assert policy.offset_syncs_topic("T") == "mm2-offset-syncs.T.internal"
+    assert policy.checkpoints_topic("S") == "S.checkpoints.internal"
+    assert policy.heartbeats_topic() == "heartbeats"
+    assert ADVERTS_TOPIC in text
+    app = (ROOT / "layers/core/srm/app.py").read_text()
+    assert 'group_id="srm-checkpoint-probe"' in app and "srm-checkpoint-probe" in text
+    adverts = (ROOT / "layers/core/srm/kafka/adverts.py").read_text()
+    assert 'group_id="srm-metrics-api-discovery"' in adverts and "srm-metrics-api-discovery" in text
+
+
+def test_mappings_are_tagged_only_with_the_flows_tags(translated: dict[str, Any]) -> None:
+    (tag,) = [(r, s) for r, s in role_statements(translated) if "lambda:TagResource" in as_list(s["Action"])]
+    role_id, s = tag
+    assert role_id == "TopicSyncFunctionRole" and as_list(s["Action"]) == ["lambda:TagResource"]
+    assert s["Condition"]["StringEquals"] == {
+        "aws:RequestTag/srm:source": {"Ref": "SourceAlias"},
+        "aws:RequestTag/srm:target": {"Ref": "TargetAlias"},
+    }
+    assert s["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"] == ["srm:source", "srm:target", "srm:topic"]
+
+
+def test_kafka_role_may_be_assumed_only_when_named(translated: dict[str, Any]) -> None:
+    assumes = [(r, s) for r, s in role_statements(translated) if "sts:AssumeRole" in as_list(s["Action"])]
+    assert len(assumes) == 5
+    assert all(s["Resource"] == {"Ref": "KafkaRoleArn"} for _, s in assumes)
+    for resource in resources_of(translated, "AWS::IAM::Role").values():
+        text = json.dumps(resource["Properties"].get("Policies", []))
+        if "sts:AssumeRole" in text:
+            assert '"HasKafkaRole"' in text
+
+
+def test_every_checkov_skip_says_why(template: dict[str, Any], monitoring: dict[str, Any]) -> None:
+    skips = [
+        (name, skip)
+        for doc in (template, monitoring)
+        for name, resource in doc["Resources"].items()
+        for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", [])
+    ]
+    assert skips
+    for name, skip in skips:
+        assert re.fullmatch(r"CKV_AWS_\d+", skip["id"]), name
+        assert len(skip["comment"]) > 20, (name, skip)
+
+
+# -- (h) infra/: one samconfig per example flow and the monitoring stack ---------------------------------------------
+@pytest.mark.parametrize("samconfig", sorted((ROOT / "infra").glob("samconfig.*.toml")), ids=lambda p: p.name)
+def test_samconfig_parameters_are_the_templates_and_valid(
+    samconfig: Path, template: dict[str, Any], monitoring: dict[str, Any]
+) -> None:
+    import shlex
+    import tomllib
+
+    deploy = tomllib.loads(samconfig.read_text())["default"]["deploy"]["parameters"]
+    target = monitoring if deploy.get("template_file") == "template-monitoring.yaml" else template
+    values = dict(kv.split("=", 1) for entry in deploy["parameter_overrides"] for kv in shlex.split(entry))
+    params = target["Parameters"]
+    assert set(values) <= set(params), set(values) - set(params)
+    assert {k for k, p in params.items() if "Default" not in p} <= set(values)  # the required ones
+    for key, value in values.items():
+        spec = params[key]
+        if "AllowedPattern" in spec:
+            assert re.fullmatch(spec["AllowedPattern"], value), (key, value)
+        if "AllowedValues" in spec:
+            assert value in [str(v) for v in spec["AllowedValues"]], (key, value)
+    if target is template:  # the flow runs in its source cluster's region
+        region = tomllib.loads(samconfig.read_text())["default"]["global"]["parameters"]["region"]
+        assert values["SourceClusterArn"].split(":")[3] == region
+        assert values["TargetClusterArn"].split(":")[3] == values.get("TargetSecretsRegion", region)
