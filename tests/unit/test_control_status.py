@@ -12,7 +12,7 @@ from moto import mock_aws
 
 import srm.cli.control as cli
 from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
+from srm.aws.state import EventSourceMappingRecord, StateStore, TopicMappingRecord, create_state_table
 from srm.config.export import format_properties, format_yaml
 from srm.config.parsing import Properties, parse_properties_text, parse_yaml_text
 from srm.config.secrets import mask_secrets
@@ -144,3 +144,25 @@ def test_export_formats_read_back_to_the_same_property_map(fmt: str):
 def test_mask_secrets_masks_literals_and_keeps_references():
     masked = mask_secrets({"a.sasl.jaas.config": "x", "b.sasl.password": "${env:P}", "a.ssl.key.password": ""})
     assert masked == {"a.sasl.jaas.config": "********", "b.sasl.password": "${env:P}", "a.ssl.key.password": ""}
+
+
+def test_status_names_mappings_lambda_reports_a_problem_of(control: Control, monkeypatch: pytest.MonkeyPatch):
+    # GIVEN topic sync recorded one mapping Lambda cannot authenticate and one that is fine
+    state = StateStore(boto3.client("dynamodb", region_name="us-east-1"), "srm-state")
+    sasl = "PROBLEM: SASL authentication failed."
+    state.put_event_source_mapping("a", "b", EventSourceMappingRecord("p.one", "u-1", True, 100, 0, 1_000, sasl))
+    state.put_event_source_mapping("a", "b", EventSourceMappingRecord("p.two", "u-2", True, 100, 0, 1_000))
+    monkeypatch.setattr(cli, "KafkaStatusProbe", lambda *a, **k: FakeProbe())
+    # WHEN status is asked THEN the text names the topic, the mapping and Lambda's words
+    out = io.StringIO()
+    assert cli.main(["status", "--source", "a", "--target", "b"], out=out, err=io.StringIO()) == 0
+    lines = [line for line in out.getvalue().splitlines() if "MAPPING PROBLEM" in line]
+    assert len(lines) == 1 and lines[0].startswith("a->b: MAPPING PROBLEM p.one (event source mapping u-1, ")
+    assert lines[0].endswith(f": {sasl}")
+    # AND the JSON lists it
+    out = io.StringIO()
+    assert cli.main(["status", "--json", "--source", "a", "--target", "b"], out=out, err=io.StringIO()) == 0
+    [ab] = json.loads(out.getvalue())
+    assert ab["mappingProblems"] == [
+        {"topic": "p.one", "mapping": "u-1", "problem": sasl, "since": "1970-01-01T00:00:01Z"}
+    ]

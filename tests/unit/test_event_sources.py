@@ -276,3 +276,156 @@ def test_lambda_update_keeps_msks_default_window_as_create_does(lam):
         "update_event_source_mapping", esm("t", U1, state="Updating"), {"UUID": U1, "Enabled": True, "BatchSize": 100}
     )
     assert sync_mappings(port, "a", "b", plan(["t"], ["t"]), SETTINGS).summary() == {"update": ["t"]}
+
+
+# -- failure handling: the on-failure destination and the problems Lambda reports ----------------------------------
+BUCKET = "arn:aws:s3:::srm-a-b-deadletterbucket"
+DEAD_LETTER = SETTINGS.model_copy(update={"event_source_on_failure": "dead-letter", "event_source_max_retries": 3})
+
+
+def with_failure(m: dict[str, Any], destination: str = BUCKET, retries: int = 3) -> dict[str, Any]:
+    return {**m, "DestinationConfig": {"OnFailure": {"Destination": destination}}, "MaximumRetryAttempts": retries}
+
+
+@pytest.fixture
+def lam_dlq() -> Iterator[tuple[LambdaEventSources, Stubber]]:
+    client = boto3.client("lambda", region_name="us-west-2")
+    with Stubber(client) as stubber:
+        yield LambdaEventSources(client, FUNCTION, CLUSTER, failure_destination=BUCKET), stubber
+        stubber.assert_no_pending_responses()
+
+
+def test_dead_letter_flow_creates_mappings_with_the_destination_and_retry_bound(lam_dlq):
+    # GIVEN event.source.on.failure = dead-letter, 3 retries, and the stack's bucket as destination
+    port, stubber = lam_dlq
+    expect_list(stubber, [])
+    expect_create_orders(stubber, DestinationConfig={"OnFailure": {"Destination": BUCKET}}, MaximumRetryAttempts=3)
+    # WHEN synced THEN the mapping is created with both; listed back with them it is in step (no write)
+    sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), DEAD_LETTER)
+    expect_list(stubber, [with_failure(esm("orders", U1))])
+    assert sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), DEAD_LETTER).applied == []
+
+
+def test_dead_letter_default_retries_leave_lambdas_bound_unsent(lam_dlq):
+    port, stubber = lam_dlq
+    settings = SETTINGS.model_copy(update={"event_source_on_failure": "dead-letter"})
+    expect_list(stubber, [])
+    expect_create_orders(stubber, DestinationConfig={"OnFailure": {"Destination": BUCKET}})
+    assert sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), settings).summary() == {"create": ["orders"]}
+
+
+def test_drifted_destination_or_retries_are_corrected(lam_dlq):
+    # GIVEN a mapping whose destination was changed by hand and one whose retry bound was
+    port, stubber = lam_dlq
+    other = "arn:aws:sqs:us-west-2:111122223333:elsewhere"
+    expect_list(stubber, [with_failure(esm("t", U1), destination=other), with_failure(esm("u", U2), retries=7)])
+    for uuid, topic in ((U1, "t"), (U2, "u")):
+        stubber.add_response(
+            "update_event_source_mapping",
+            with_failure(esm(topic, uuid, state="Updating")),
+            {
+                "UUID": uuid,
+                "Enabled": True,
+                "BatchSize": 100,
+                "DestinationConfig": {"OnFailure": {"Destination": BUCKET}},
+                "MaximumRetryAttempts": 3,
+            },
+        )
+    # WHEN synced THEN both are set back to the flow's
+    assert sync_mappings(port, "a", "b", plan(["t", "u"], ["t", "u"]), DEAD_LETTER).summary() == {"update": ["t", "u"]}
+
+
+def test_retry_flow_removes_a_destination_so_nothing_is_skipped(lam_dlq):
+    # GIVEN a flow back to event.source.on.failure = retry whose mapping still has a destination and a bound
+    port, stubber = lam_dlq
+    expect_list(stubber, [with_failure(esm("t", U1))])
+    # WHEN synced THEN the destination is removed (empty) and retries are unbounded again
+    stubber.add_response(
+        "update_event_source_mapping",
+        esm("t", U1, state="Updating"),
+        {
+            "UUID": U1,
+            "Enabled": True,
+            "BatchSize": 100,
+            "DestinationConfig": {"OnFailure": {"Destination": ""}},
+            "MaximumRetryAttempts": -1,
+        },
+    )
+    assert sync_mappings(port, "a", "b", plan(["t"], ["t"]), SETTINGS).summary() == {"update": ["t"]}
+
+
+def test_dead_letter_without_a_destination_is_a_one_line_config_error(lam):
+    from srm.errors import ConfigError
+
+    port, _ = lam
+    with pytest.raises(ConfigError, match="MappingFailureDestinationArn") as e:
+        port.desired_config(DEAD_LETTER)
+    assert "\n" not in str(e.value)
+
+
+def test_environment_passes_the_failure_destination():
+    from srm.app import Environment
+
+    env = Environment.from_env({"SRM_SOURCE": "a", "SRM_TARGET": "b", "SRM_MAPPING_FAILURE_DESTINATION": BUCKET})
+    assert env.mapping_failure_destination == BUCKET
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        pytest.param({"LastProcessingResult": "OK"}, None, id="ok"),
+        pytest.param({"LastProcessingResult": "No records processed"}, None, id="idle"),
+        pytest.param({"StateTransitionReason": "USER_INITIATED"}, None, id="user"),
+        pytest.param(
+            {"LastProcessingResult": "PROBLEM: SASL authentication failed"},
+            "PROBLEM: SASL authentication failed",
+            id="sasl",
+        ),
+        pytest.param(
+            {"LastProcessingResult": "PROBLEM: Connection error. Your VPC must be able to connect to Lambda"},
+            "PROBLEM: Connection error. Your VPC must be able to connect to Lambda",
+            id="network",
+        ),
+        pytest.param(
+            {"StateTransitionReason": "PROBLEM: Cluster failed to authorize Lambda."},
+            "PROBLEM: Cluster failed to authorize Lambda.",
+            id="authorize",
+        ),
+        pytest.param(
+            {"State": "Disabled", "StateTransitionReason": "Function does not exist"},
+            "disabled by Lambda: Function does not exist",
+            id="disabled-by-lambda",
+        ),
+        pytest.param({"State": "Disabled", "StateTransitionReason": "USER_INITIATED"}, None, id="disabled-by-us"),
+    ],
+)
+def test_problem_is_what_lambda_reports_not_what_we_asked(lam, fields, problem):
+    port, stubber = lam
+    expect_list(stubber, [{**esm("t", U1), **fields}])
+    (observed,) = port.observe("a", "b")
+    assert observed.problem == problem
+
+
+def test_mapping_problems_are_logged_recorded_and_cleared(lam, state, caplog):
+    # GIVEN a mapping Lambda cannot authenticate and one that is fine
+    port, stubber = lam
+    sasl = "PROBLEM: SASL authentication failed."
+    expect_list(
+        stubber, [{**esm("t", U1), "LastProcessingResult": sasl}, {**esm("u", U2), "LastProcessingResult": "OK"}]
+    )
+    # WHEN topic sync syncs the mappings
+    with caplog.at_level("WARNING"):
+        result = sync_mappings(port, "a", "b", plan(["t", "u"], ["t", "u"]), SETTINGS, state)
+    # THEN the problem is in the result, a WARNING naming the topic and mapping, and the state table
+    assert result.problems == {"t": sasl}
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"a->b: event source mapping of t ({U1}): {sasl}"
+    ]
+    records = state.event_source_mappings("a", "b")
+    assert (records["t"].problem, records["u"].problem) == (sasl, "")
+    # AND once fixed, the next sync clears it
+    expect_list(
+        stubber, [{**esm("t", U1), "LastProcessingResult": "OK"}, {**esm("u", U2), "LastProcessingResult": "OK"}]
+    )
+    assert sync_mappings(port, "a", "b", plan(["t", "u"], ["t", "u"]), SETTINGS, state).problems == {}
+    assert state.event_source_mappings("a", "b")["t"].problem == ""

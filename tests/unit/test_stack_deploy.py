@@ -161,6 +161,7 @@ def test_deployed_schedules_alarms_and_api(server: str, flow: DeployedStack) -> 
         "failed-batches",
         "checkpoint-errors",
         "data-loss",
+        "mapping-problems",
     }
     api = client(server, "apigateway")
     api_id = physical(flow, "MetricsApi")

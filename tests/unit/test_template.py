@@ -465,6 +465,25 @@ def test_alarms_notify_the_optional_topic_with_the_parameters_thresholds(templat
     ):
         props = alarms[alarm_id]
         assert (props["MetricName"], props["Statistic"], props["Threshold"]) == (metric, "Sum", 0), alarm_id
+    # a count of mappings at each topic sync, not events: any run with one fires it, and it holds between runs
+    problems = alarms["MappingProblemsAlarm"]
+    assert (problems["MetricName"], problems["Statistic"], problems["Threshold"], problems["TreatMissingData"]) == (
+        "MappingProblems",
+        "Maximum",
+        0,
+        "ignore",
+    )
+
+
+def test_mapping_failures_go_where_topic_sync_points_the_mappings(translated: dict[str, Any]) -> None:
+    # the destination topic sync gives the mappings is the one the mirror's role (theirs) may write to
+    env = resources_of(translated, "AWS::Lambda::Function")["TopicSyncFunction"]["Properties"]["Environment"]
+    destination = env["Variables"]["SRM_MAPPING_FAILURE_DESTINATION"]["Fn::If"]
+    assert destination[0] == "HasMappingFailureDestination"
+    mirror = [s for role, s in role_statements(translated) if role == "MirrorFunctionRole"]
+    granted = [s["Resource"] for s in mirror if s.get("Sid") == "MappingFailures"]
+    assert destination[1] in granted
+    assert any(isinstance(r, list) and {"Fn::GetAtt": ["DeadLetterBucket", "Arn"]} in r for r in granted)
 
 
 def test_source_auth_offers_what_lambda_takes_for_msk_and_needs_a_secret(template: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_SOURCE_CLUSTER_ARN``        topic sync only: the source MSK cluster the mappings read
 ``SRM_SOURCE_AUTH``               topic sync only: how mappings authenticate (``SASL_SCRAM_512_AUTH``…; IAM if unset)
 ``SRM_SOURCE_SECRET_ARN``         topic sync only: the secret of those credentials
+``SRM_MAPPING_FAILURE_DESTINATION`` topic sync only: the mappings' on-failure destination (``event.source.on.failure``)
 ``SRM_METRICS_STREAM``            the Firehose delivery stream of raw metric records (monitoring template)
 ``SRM_METRICS_DIR``               local runtime: raw metric records go to ``<dir>/raw/dt=…/hour=…`` instead
 ``SRM_API_URL``                   the metrics API's base URL, advertised by topic sync (remote querying)
@@ -94,6 +95,7 @@ class Environment:
     mirror_function: str | None = None  # with source_cluster_arn: event source mappings through the Lambda API
     source_cluster_arn: str | None = None
     source_auth: tuple[str, str] | None = None  # how the mappings authenticate (SRM_SOURCE_AUTH, _SECRET_ARN)
+    mapping_failure_destination: str | None = None  # where mappings send batches they give up on (dead-letter)
     metrics_stream: str | None = None  # raw metrics to this Firehose stream …
     metrics_dir: str | None = None  # … or, locally, into files under this folder; neither: none are emitted
     api_url: str | None = None  # this deployment's metrics API, advertised to peers (remote querying)
@@ -124,6 +126,7 @@ class Environment:
             mirror_function=env.get("SRM_MIRROR_FUNCTION") or None,
             source_cluster_arn=env.get("SRM_SOURCE_CLUSTER_ARN") or None,
             source_auth=_source_auth(env.get("SRM_SOURCE_AUTH", ""), env.get("SRM_SOURCE_SECRET_ARN", "")),
+            mapping_failure_destination=env.get("SRM_MAPPING_FAILURE_DESTINATION") or None,
             metrics_stream=env.get("SRM_METRICS_STREAM") or None,
             metrics_dir=env.get("SRM_METRICS_DIR") or None,
             api_url=(env.get("SRM_API_URL") or "").rstrip("/") or None,
@@ -185,6 +188,7 @@ class App:
                 env.mirror_function,
                 env.source_cluster_arn,
                 env.source_auth,
+                env.mapping_failure_destination,
             )
         self._topic_acls: dict[Flow, TopicAcls] = {}
         self._state_writers = StateWriters()

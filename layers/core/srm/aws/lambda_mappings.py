@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from srm.config.settings import FlowSettings
 from srm.core.plans import MappingConfig, ObservedMapping, mapping_group_id
+from srm.errors import ConfigError
 
 __all__ = ["LAMBDA_MAX_PAYLOAD_BYTES", "LambdaEventSources"]
 
@@ -30,21 +32,40 @@ class LambdaEventSources:
     :func:`mapping_group_id` names for its one topic; mappings are also tagged ``srm:source``, ``srm:target`` and
     ``srm:topic`` for people and cost reports. They start at ``TRIM_HORIZON`` (the whole retained log) when their
     group has no committed offsets. The batching window is whole seconds on AWS (below one second: MSK's 500 ms
-    default, which Lambda cannot set explicitly)."""
+    default, which Lambda cannot set explicitly).
+
+    With ``event.source.on.failure = dead-letter`` a mapping gets ``failure_destination`` (an S3 bucket, SQS queue
+    or SNS topic ARN) as its on-failure destination and ``event.source.max.retries`` as ``MaximumRetryAttempts``
+    (left unset at -1: with a destination Lambda then stops after 10 retries); with ``retry`` it has neither, so a
+    failing batch is retried until it succeeds and nothing is skipped."""
 
     def __init__(
-        self, client: Any, function_arn: str, cluster_arn: str, source_auth: tuple[str, str] | None = None
+        self,
+        client: Any,
+        function_arn: str,
+        cluster_arn: str,
+        source_auth: tuple[str, str] | None = None,
+        failure_destination: str | None = None,
     ) -> None:
         self._lambda = client
         self.function_arn = function_arn
         self.cluster_arn = cluster_arn
         # (SASL_SCRAM_512_AUTH | CLIENT_CERTIFICATE_TLS_AUTH, secret ARN); None: IAM or none
         self.source_auth = source_auth
+        self.failure_destination = failure_destination
 
     def desired_config(self, settings: FlowSettings) -> MappingConfig:
         ms = settings.event_source_batching_window_ms
         seconds = 0 if ms < 1000 else round(ms / 1000)
-        return MappingConfig(settings.event_source_batch_size, seconds * 1000, LAMBDA_MAX_PAYLOAD_BYTES)
+        config = MappingConfig(settings.event_source_batch_size, seconds * 1000, LAMBDA_MAX_PAYLOAD_BYTES)
+        if settings.event_source_on_failure != "dead-letter":
+            return config
+        if not self.failure_destination:
+            raise ConfigError(
+                "event.source.on.failure = dead-letter needs an on-failure destination: deploy the flow's stack "
+                "with MappingFailureDestinationArn or its dead-letter bucket (SRM_MAPPING_FAILURE_DESTINATION)"
+            )
+        return replace(config, on_failure=self.failure_destination, max_retries=settings.event_source_max_retries)
 
     def observe(self, source: str, target: str) -> list[ObservedMapping]:
         found = []
@@ -69,12 +90,24 @@ class LambdaEventSources:
 
     def _observed(self, m: Mapping[str, Any], topic: str) -> ObservedMapping:
         state = m.get("State", "")
+        retries = m.get("MaximumRetryAttempts")
         config = MappingConfig(
             int(m.get("BatchSize") or 100),
             int(m.get("MaximumBatchingWindowInSeconds") or 0) * 1000,
             LAMBDA_MAX_PAYLOAD_BYTES,
+            ((m.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination") or None,
+            -1 if retries is None else int(retries),
         )
-        return ObservedMapping(m["UUID"], topic, config, state in _ENABLED_STATES, state in _BUSY_STATES)
+        return ObservedMapping(
+            m["UUID"],
+            topic,
+            config,
+            state in _ENABLED_STATES,
+            state in _BUSY_STATES,
+            state=state,
+            state_reason=str(m.get("StateTransitionReason") or ""),
+            last_result=str(m.get("LastProcessingResult") or ""),
+        )
 
     def create(self, source: str, target: str, topic: str, config: MappingConfig) -> ObservedMapping | None:
         window = (
@@ -92,6 +125,7 @@ class LambdaEventSources:
                 Tags={"srm:source": source, "srm:target": target, "srm:topic": topic},
                 **window,
                 **self._access(),
+                **_failure_handling(config),
             )
         except ClientError as e:
             if _code(e) in _BUSY_ERRORS:  # another run created it meanwhile: the next run adopts it
@@ -112,6 +146,7 @@ class LambdaEventSources:
             Enabled=True,
             BatchSize=config.batch_size,
             **({} if keep_default else {"MaximumBatchingWindowInSeconds": window}),
+            **_failure_handling(config, mapping.config),
         )
 
     def disable(self, source: str, target: str, mapping: ObservedMapping) -> ObservedMapping | None:
@@ -138,6 +173,17 @@ class LambdaEventSources:
                 return False
             raise
         return True
+
+
+def _failure_handling(config: MappingConfig, current: MappingConfig | None = None) -> dict[str, Any]:
+    """The on-failure destination and retry bound to send: what is wanted, and what undoes a current one (an empty
+    destination removes it, -1 retries without bound); nothing when neither is or was set."""
+    out: dict[str, Any] = {}
+    if config.on_failure or (current is not None and current.on_failure):
+        out["DestinationConfig"] = {"OnFailure": {"Destination": config.on_failure or ""}}
+    if config.max_retries != -1 or (current is not None and current.max_retries != -1):
+        out["MaximumRetryAttempts"] = config.max_retries
+    return out
 
 
 def _code(e: ClientError) -> str:

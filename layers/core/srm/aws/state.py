@@ -103,6 +103,7 @@ class EventSourceMappingRecord:
     batch_size: int
     batching_window_ms: int
     updated_at_ms: int = 0
+    problem: str = ""  # what keeps it from replicating, as Lambda reported it at the last topic sync ("": none)
 
 
 def _sk(offset: int) -> str:
@@ -531,6 +532,7 @@ class StateStore:
                 batch_size=int(i["bs"]["N"]),
                 batching_window_ms=int(i["bw"]["N"]),
                 updated_at_ms=int(i.get("at", {}).get("N", "0")),
+                problem=i.get("pr", {}).get("S", ""),
             )
             for i in items
         }
@@ -545,6 +547,7 @@ class StateStore:
                 "bs": {"N": str(record.batch_size)},
                 "bw": {"N": str(record.batching_window_ms)},
                 "at": {"N": str(record.updated_at_ms)},
+                **({"pr": {"S": record.problem}} if record.problem else {}),
             }
         )
 

@@ -457,6 +457,11 @@ def _status(session: Session, args: argparse.Namespace) -> int:
                 f"{s.name}: TOPIC RESET {reset.topic}-{reset.partition} started over ({reset.reason}; detected "
                 f"{_age(reset.at_ms, now)}): its old incarnation's offset runs are archived"
             )
+        for m in s.mapping_problems:
+            session.print(
+                f"{s.name}: MAPPING PROBLEM {m.topic} (event source mapping {m.id}, reported since "
+                f"{_age(m.updated_at_ms, now)}): {m.problem}"
+            )
         for error in s.errors:
             session.print(f"{s.name}: {error}")
     if args.topics:

@@ -232,6 +232,11 @@ class FlowSettings(BaseModel):
     event_source_max_payload_bytes: int = Field(
         6 * 1024 * 1024, alias="event.source.max.payload.bytes", ge=64 * 1024, le=6 * 1024 * 1024
     )
+    # What a mapping does with a batch the mirror keeps failing: ``retry`` retries it until it succeeds (the
+    # partition waits, nothing is skipped); ``dead-letter`` hands it to the on-failure destination after
+    # ``event.source.max.retries`` retries (-1: Lambda's bound with a destination, 10) and moves on.
+    event_source_on_failure: Literal["retry", "dead-letter"] = Field("retry", alias="event.source.on.failure")
+    event_source_max_retries: int = Field(-1, alias="event.source.max.retries", ge=-1, le=10_000)
     # How long the mirror waits for the target to acknowledge a batch before failing it (so it is retried).
     mirror_delivery_timeout_ms: int = Field(60_000, alias="mirror.delivery.timeout.ms", ge=1_000)
     # Kafka Connect's worker key, as MM2's dedicated mode reads it: "enabled" makes the mirror transactional

@@ -11,7 +11,14 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from srm.aws.state import LossRecord, ResetRecord, StateError, StateStore, TopicMappingRecord
+from srm.aws.state import (
+    EventSourceMappingRecord,
+    LossRecord,
+    ResetRecord,
+    StateError,
+    StateStore,
+    TopicMappingRecord,
+)
 from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, plan_topics
 from srm.errors import ConfigError
@@ -55,6 +62,8 @@ class FlowStatus:
     stalled: tuple[Stall, ...] = ()
     losses: tuple[LossRecord, ...] = ()  # source offsets purged before they were replicated
     resets: tuple[ResetRecord, ...] = ()  # source partitions that started over
+    # event source mappings Lambda reported a problem of at the last topic sync (authentication, network…)
+    mapping_problems: tuple[EventSourceMappingRecord, ...] = ()
 
     @property
     def name(self) -> str:
@@ -106,6 +115,10 @@ class FlowStatus:
                 }
                 for r in self.resets
             ],
+            "mappingProblems": [
+                {"topic": m.topic, "mapping": m.id, "problem": m.problem, "since": _iso(m.updated_at_ms)}
+                for m in self.mapping_problems
+            ],
             "errors": list(self.errors),
         }
 
@@ -142,10 +155,12 @@ def flow_status(
     mappings: Mapping[str, TopicMappingRecord] = {}
     losses: tuple[LossRecord, ...] = ()
     resets: tuple[ResetRecord, ...] = ()
+    problems: tuple[EventSourceMappingRecord, ...] = ()
     if state is not None:
         try:
             facts, mappings = state.flow_status(source, target), state.topic_mappings(source, target)
             losses, resets = tuple(state.losses(source, target)), tuple(state.resets(source, target))
+            problems = tuple(m for _, m in sorted(state.event_source_mappings(source, target).items()) if m.problem)
         except StateError as e:
             errors.append(f"state table: {_reason(e)}")
     selected: dict[str, tuple[str, int]] | None = None
@@ -191,6 +206,7 @@ def flow_status(
         stalled=_stalls(facts),
         losses=losses,
         resets=resets,
+        mapping_problems=problems,
     )
 
 

@@ -170,6 +170,14 @@ class MappingConfig:
     batch_size: int
     batching_window_ms: int
     max_payload_bytes: int = 6 * 1024 * 1024
+    # Where a batch goes once retries are spent (``event.source.on.failure = dead-letter``); None: retried until
+    # it succeeds. ``max_retries`` -1: the backend's default bound.
+    on_failure: str | None = None
+    max_retries: int = -1
+
+
+# How Lambda words a change someone asked for (the API), as opposed to one Lambda made itself.
+_USER_REASONS = frozenset({"", "USER_INITIATED", "USER ACTION", "USER_ACTION"})
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,21 @@ class ObservedMapping:
     config: MappingConfig
     enabled: bool
     busy: bool = False  # in a transitional state: no change is attempted until it settles
+    # As Lambda reports them: the state, who or what changed it last, how the last poll or invocation went.
+    state: str = ""
+    state_reason: str = ""
+    last_result: str = ""
+
+    @property
+    def problem(self) -> str | None:
+        """What keeps the mapping from replicating, as Lambda says it (``PROBLEM: …``: authentication, network,
+        permissions, the function failing), or a state Lambda changed by itself; None when it is fine."""
+        for text in (self.last_result, self.state_reason):
+            if text.strip().upper().startswith("PROBLEM"):
+                return text.strip()
+        if self.state == "Disabled" and self.state_reason.strip().upper() not in _USER_REASONS:
+            return f"disabled by Lambda: {self.state_reason.strip()}"
+        return None
 
 
 @dataclass(frozen=True)

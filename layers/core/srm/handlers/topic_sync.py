@@ -50,4 +50,5 @@ def topic_sync_values(result: TopicSyncResult) -> list[Value]:
         ("TopicsCreated", len(result.created), None),
         ("TopicConfigsChanged", len(result.configs_changed), None),
         ("TopicAclsChanged", acls, None),
+        ("MappingProblems", len(result.mappings.problems) if result.mappings is not None else 0, None),
     ]

@@ -272,6 +272,8 @@ def _scalars(records: DataFrame) -> DataFrame:
         ("topic_configs_changed", F.when(_is("topic_sync"), F.coalesce("configs_changed", F.lit(0))), "sum"),
         ("topic_acls_changed", F.when(_is("topic_sync"), F.coalesce("acls_changed", F.lit(0))), "sum"),
         ("topic_sync_failures", F.when(_is("topic_sync"), _total("failed")), "sum"),
+        # a count of mappings at each run, not events: the window's worst run
+        ("mapping_problems", F.when(_is("topic_sync"), F.coalesce("mapping_problems", F.lit(0))), "max"),
         ("lost_offsets", F.when(_is("data_loss"), F.col("lost")), "sum"),
         ("topic_resets", F.when(_is("topic_reset"), F.lit(1).cast("long")), "sum"),
         ("_lag", F.when(_is("lag"), F.struct("ts", "lag", "oldest_age_ms")), "max"),
@@ -426,6 +428,7 @@ def aggregate(records: DataFrame) -> DataFrame:
         "topic_acls_changed",
         "topic_sync_failures",
         *(name for name, *_ in _COUNTS_BY),
+        "mapping_problems",
         "lost_offsets",
         "topic_resets",
     ]

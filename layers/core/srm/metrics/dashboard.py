@@ -22,7 +22,14 @@ REGION = "${AWS::Region}"
 PERIOD = 60  # seconds; the checkpoint function samples lag and heartbeats every minute by default
 # the flow stack's functions (logical ids; ${Id} is the function's name) and alarms (${Id.Arn})
 FUNCTIONS = ("MirrorFunction", "TopicSyncFunction", "CheckpointFunction", "HeartbeatFunction", "MetricsApiFunction")
-ALARMS = ("LagAlarm", "HeartbeatAgeAlarm", "FailedBatchesAlarm", "CheckpointErrorsAlarm", "DataLossAlarm")
+ALARMS = (
+    "LagAlarm",
+    "HeartbeatAgeAlarm",
+    "FailedBatchesAlarm",
+    "CheckpointErrorsAlarm",
+    "DataLossAlarm",
+    "MappingProblemsAlarm",
+)
 WIDTH, HEIGHT = 12, 6  # two graphs a row (the grid is 24 wide)
 
 
@@ -90,6 +97,7 @@ def widgets() -> list[dict[str, Any]]:
         ),
         _graph("Lambda errors", [_lambda("Errors", f) for f in FUNCTIONS], "invocations"),
         _graph("Lambda throttles", [_lambda("Throttles", f) for f in FUNCTIONS], "invocations"),
+        _graph("Event source mappings with a problem", [_srm("MappingProblems", "Maximum", "mappings")], "mappings"),
     ]
 
 

@@ -39,6 +39,7 @@ EMF_METRICS: Mapping[str, str] = {
     "TopicConfigsChanged": "Count",
     "TopicAclsChanged": "Count",
     "TopicSyncFailures": "Count",
+    "MappingProblems": "Count",  # event source mappings Lambda reports a problem of, at the last topic sync
 }
 
 # The metrics table's attributes (MM2's and SRM's names); distributions are maps {count, min, max, avg, p50, p95, p99}.
@@ -68,6 +69,7 @@ TABLE_ATTRIBUTES: tuple[str, ...] = (
     "topic-acls-changed",
     "topic-sync-failures",
     "topic-sync-failed-steps",
+    "mapping-problems",
     "lost-offsets",
     "topic-resets",
 )

@@ -25,7 +25,8 @@ kind              fields
 ``heartbeat``     ``age_ms`` (now − the newest replicated heartbeat's timestamp), ``latency_ms`` (its replication
                   latency, when known)
 ``topic_sync``    one topic-sync run: ``topics_created``, ``partitions_created``, ``configs_changed``,
-                  ``acls_changed``, ``failed`` (step → count)
+                  ``acls_changed``, ``failed`` (step → count), ``mapping_problems`` (event source mappings Lambda
+                  reports a problem of: authentication, network, permissions, the function failing)
 ``data_loss``     source offsets purged before they were replicated: ``topic``, ``partition``, ``start_offset``,
                   ``end_offset`` (the range, end exclusive), ``lost`` (offsets of it not reported before)
 ``topic_reset``   a source partition that started over (topic deleted and recreated): ``topic``, ``partition``,
@@ -190,6 +191,7 @@ class TopicSyncRun(_Record):
     configs_changed: int = Field(default=0, ge=0)
     acls_changed: int = Field(default=0, ge=0)
     failed: dict[str, int] = Field(default_factory=dict)
+    mapping_problems: int = Field(default=0, ge=0)
 
 
 class DataLoss(_Record):

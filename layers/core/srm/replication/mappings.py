@@ -56,6 +56,7 @@ class MappingSyncResult:
     applied: list[MappingChange] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # changes the backend was too busy for
     mappings: dict[str, ObservedMapping] = field(default_factory=dict)  # topic → its mapping, afterwards
+    problems: dict[str, str] = field(default_factory=dict)  # topic → what keeps its mapping from replicating
 
     def summary(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -99,6 +100,10 @@ def sync_mappings(
         elif change.mapping is not None and after.get(change.topic) == change.mapping:
             del after[change.topic]
     result.mappings = after
+    result.problems = {t: m.problem for t, m in sorted(after.items()) if m.problem}
+    for topic, problem in result.problems.items():
+        # Lambda retries these by itself, silently; without this line they would show only as lag.
+        log.warning("%s->%s: event source mapping of %s (%s): %s", source, target, topic, after[topic].id, problem)
     if state is not None:
         _record(state, source, target, after)
     if errors:
@@ -131,6 +136,7 @@ def _record(state: StateStore, source: str, target: str, mappings: Mapping[str, 
             batch_size=m.config.batch_size,
             batching_window_ms=m.config.batching_window_ms,
             updated_at_ms=now,
+            problem=m.problem or "",
         )
         previous = stored.get(topic)
         if previous is None or replace(previous, updated_at_ms=now) != record:

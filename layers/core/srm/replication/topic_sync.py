@@ -116,6 +116,8 @@ class TopicSyncResult:
             out["acls"] = {"created": self.acls.created, "deleted": self.acls.deleted, "skipped": self.acls.skipped}
         if self.mappings is not None:
             out["eventSourceMappings"] = self.mappings.summary()
+            if self.mappings.problems:
+                out["mappingProblems"] = dict(self.mappings.problems)
         return out
 
 
@@ -180,6 +182,7 @@ def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncRe
             configs_changed=len(result.configs_changed),
             acls_changed=(result.acls.created + result.acls.deleted) if result.acls is not None else 0,
             failed={step: 1 for step in errors},
+            mapping_problems=len(result.mappings.problems) if result.mappings is not None else 0,
         )
     )
     if errors:
