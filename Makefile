@@ -51,7 +51,7 @@ demo: install
 	$(BIN)/srm demo
 
 test: install lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15  # the slowest tests, to keep the suite within its 20 minutes
 
 lint: install $(CHECKOV_VENV)/bin/checkov
 	$(BIN)/ruff check layers tests functions bench glue_jobs
