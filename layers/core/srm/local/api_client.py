@@ -1,15 +1,14 @@
-"""A reader of the metrics API (``srm run``'s, or any deployment's base URL that answers without signing): what
-``srm metrics`` and ``srm demo`` show."""
+"""A reader of the metrics API — ``srm run``'s, or a deployment's on AWS (SigV4-signed with your credentials, as
+remote querying signs): what ``srm metrics`` and ``srm demo`` show."""
 
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from srm.aws.api_client import PeerApiClient, PeerUnreachableError
 from srm.errors import SrmError
 from srm.local.api_server import api_url
 from srm.local.store import STATE_DIR
@@ -35,7 +34,7 @@ def find_api_url(url: str | None = None, state_dir: Path = STATE_DIR) -> str:
 class MetricsApiClient:
     def __init__(self, base_url: str, timeout: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
+        self._http = PeerApiClient(connect_timeout_s=min(timeout, 5.0), read_timeout_s=timeout)
 
     def get(self, path: str, **query: object) -> Any:
         """The JSON answer of ``GET path?query``; a one-line :class:`ApiError` on any failure."""
@@ -43,17 +42,17 @@ class MetricsApiClient:
         if query:
             url += "?" + urllib.parse.urlencode({k: str(v) for k, v in query.items() if v is not None})
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as answer:
-                return json.load(answer)
-        except urllib.error.HTTPError as e:
-            raise ApiError(f"{url}: HTTP {e.code}: {_message(e)}") from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise ApiError(
-                f"the metrics API at {self.base_url} does not answer ({reason}); is srm run running?"
-            ) from None
+            answer = self._http.get(url, {"Accept": "application/json"})
+        except PeerUnreachableError as e:
+            raise ApiError(f"the metrics API at {self.base_url} does not answer ({e}); is srm run running?") from None
+        try:
+            body = json.loads(answer.body)
         except ValueError:
-            raise ApiError(f"{url}: the answer is not JSON") from None
+            raise ApiError(f"{url}: HTTP {answer.status}: the answer is not JSON") from None
+        if answer.status != 200:
+            message = body.get("message") if isinstance(body, dict) else None
+            raise ApiError(f"{url}: HTTP {answer.status}: {message or 'no message'}")
+        return body
 
     def overview(self) -> list[dict[str, Any]]:
         """Every flow of ``/v2/replications`` with its ``topics`` (the flow's topic list) added."""
@@ -64,10 +63,3 @@ class MetricsApiClient:
             except ApiError as e:  # e.g. a remote flow whose deployment does not answer: show the flow anyway
                 flow["topics_detail"], flow["error"] = [], str(e)
         return flows
-
-
-def _message(error: urllib.error.HTTPError) -> str:
-    try:
-        return str(json.loads(error.read()).get("message", error.reason))
-    except (ValueError, AttributeError):
-        return str(error.reason)
