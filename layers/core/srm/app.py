@@ -427,7 +427,10 @@ class App:
         self.ensure_internal_topic(config, target, topic, settings.offset_syncs_topic_replication_factor)
         delivery_ms = settings.mirror_delivery_timeout_ms
         producer = producer_config(config, target, flow, delivery_timeout_ms=delivery_ms, resolver=self.kafka.resolver)
-        producer.setdefault("transaction.timeout.ms", str(max(60_000, delivery_ms)))
+        # A crashed container's open transactions hold back every read_committed reader of the offsets topic until
+        # the broker aborts them: one transaction timeout after the crash. A batch needs at most the delivery timeout
+        # and its commit, so the timeout is that and 10 s, keeping the stall after a crash that short.
+        producer.setdefault("transaction.timeout.ms", str(delivery_ms + 10_000))
         reader = consumer_config(config, target, flow, group_id="srm-exactly-once", resolver=self.kafka.resolver)
         with self._lock:
             eos = self._transactions.get(flow)
