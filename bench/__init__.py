@@ -1,6 +1,6 @@
 """``make bench``: replication throughput and latency, measured side by side against the raw copy limit.
 
-Two local clusters (noida-db), the same brokers and data for every path:
+Two local Apache Kafka clusters (KRaft, one node each), the same brokers and data for every path:
 
 - **limit** — a plain confluent-kafka consume→produce copy loop (:mod:`bench.limit`): what any replicator pays;
 - **handler** — the mirror Lambda handler alone on pre-built MSK events (:mod:`bench.handler`): what an invocation

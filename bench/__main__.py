@@ -62,19 +62,14 @@ def _commit() -> str:
 def _machine() -> dict[str, Any]:
     import confluent_kafka
 
-    from srm.local.clusters import noida_binary
+    from srm.local.kafka import kafka_version
 
-    try:
-        noida = subprocess.run([noida_binary(), "--version"], capture_output=True, text=True, timeout=10)
-        noida_version = (noida.stdout or noida.stderr).strip().splitlines()[-1]
-    except Exception:
-        noida_version = "?"
     return {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "confluent_kafka": confluent_kafka.version()[0],
         "librdkafka": confluent_kafka.libversion()[0],
-        "kafka": f"noida-db {noida_version}",
+        "kafka": f"Apache Kafka {kafka_version()} (KRaft, one node per cluster)",
     }
 
 

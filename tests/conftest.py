@@ -10,8 +10,9 @@ import boto3
 import pytest
 
 from srm.aws.state import StateStore, create_state_table
+from srm.local.kafka import kafka_version
 from tests.support.aws import aws
-from tests.support.clusters import Cluster, running_clusters, using_external_clusters
+from tests.support.clusters import Cluster, log_tails, running_clusters, using_external_clusters
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -20,6 +21,22 @@ os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if using_external_clusters():
+        return "kafka: the clusters of SRM_TEST_BOOTSTRAP_A/_B/_C"
+    return f"kafka: Apache Kafka {kafka_version()}, local KRaft clusters (srm.local.clusters)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failing test's report carries the tails of the Kafka clusters' logs."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for name, tail in log_tails().items():
+            report.sections.append((f"{name} log", tail))
 
 
 @pytest.fixture(scope="session")

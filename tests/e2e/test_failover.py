@@ -146,6 +146,7 @@ def assert_exactly_the_rest(
 
 # -- tests -------------------------------------------------------------------------------------------------------
 @MODES
+@pytest.mark.compat  # also run on the compatibility tier's Kafka
 def test_failover_group_resumes_on_target_exactly_across_truncation_transactions_and_plain(
     fresh_clusters, tmp_path: Path, mode: dict[str, str]
 ):

@@ -13,7 +13,7 @@ from tests.support.kafka import read_partition, topic_partitions, unique, wait_f
 from tests.support.runtime import SrmRun, write_config
 from tests.support.state import state_store
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.compat]  # also run on the compatibility tier's Kafka
 
 
 def golden_key(source: str, target: str) -> bytes:

@@ -11,7 +11,7 @@ import pytest
 from tests.support.kafka import Rec, assert_identical, create_topic, produce, unique, wait_replicated
 from tests.support.runtime import SrmRun, write_config
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.compat]  # also run on the compatibility tier's Kafka
 
 OLD = 1_000_000_000_000  # 2001-09-09: far older than any default retention
 

@@ -13,7 +13,6 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from srm.core.offsets import Origin
 from srm.mm2.client import CheckpointedOffset, MirrorClient
 from srm.mm2.formats import OffsetSync
 from tests.e2e.test_failover import FAST, consume_and_commit, produce_values
@@ -129,7 +128,9 @@ def test_state_removed_rewound_group_gets_no_checkpoint_and_offsets_command_says
         wait_copied(a, topic, b, remote)
         # the state knows where its runs begin: where the mirror resumed
         state = state_store(tmp_path)
-        assert [state.origin("a", "b", topic, p) for p in range(PARTITIONS)] == [Origin(PHASE, False)] * PARTITIONS
+        origins = [state.origin("a", "b", topic, p) for p in range(PARTITIONS)]
+        assert [(o.offset, o.fresh) for o in origins] == [(PHASE, False)] * PARTITIONS
+        assert len({o.topic_id for o in origins}) == 1 and origins[0].topic_id, "the incarnation is the topic's id"
         consume_and_commit(a, group, topic, dict.fromkeys(range(PARTITIONS), 2 * PHASE))
         # offsets from the restart point on still translate
         wait_for(lambda: checkpoints_at(b, group, 2 * PHASE), 60, message="checkpoints of the group's end")

@@ -40,7 +40,7 @@ def test_target_that_stops_answering_mid_batch_loses_nothing_without_a_retry_sto
     # GIVEN a 2-partition topic replicated a->b with a 3 s delivery timeout, records flowing
     a, b = restartable["a"].bootstrap, restartable["b"].bootstrap
     broker = restartable["b"].local
-    assert broker is not None and broker.process is not None
+    assert broker is not None and broker.running
     topic = "slow"
     create_topic(a, topic, 2)
     config = write_config(
@@ -72,7 +72,7 @@ def test_target_that_stops_answering_mid_batch_loses_nothing_without_a_retry_sto
         try:
             # WHEN the target broker stops answering (frozen mid-batch: connections open, no reply) for 20 s
             time.sleep(1)
-            os.killpg(broker.process.pid, signal.SIGSTOP)
+            os.killpg(broker.node_pids()[0], signal.SIGSTOP)
             stopped_at = len(run.output().splitlines())
             try:
                 deadline = time.monotonic() + STOPPED_S
@@ -80,7 +80,7 @@ def test_target_that_stops_answering_mid_batch_loses_nothing_without_a_retry_sto
                     peak_kb = max(peak_kb, *(rss_kb(pid) for pid in workers))
                     time.sleep(0.5)
             finally:
-                os.killpg(broker.process.pid, signal.SIGCONT)  # … then answers again
+                os.killpg(broker.node_pids()[0], signal.SIGCONT)  # … then answers again
             during = run.output().splitlines()[stopped_at:]
             time.sleep(2)
         finally:

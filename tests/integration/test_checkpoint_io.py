@@ -17,7 +17,7 @@ from tests.e2e.test_failover import committed_on, consume_and_commit, produce_va
 from tests.support.clusters import Cluster
 from tests.support.kafka import create_topic, end_offsets, unique
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]  # also run on the compatibility tier's Kafka
 
 
 def test_quiet_probe_true_over_a_transaction_marker_false_over_a_record(clusters: dict[str, Cluster]) -> None:

@@ -1,5 +1,5 @@
 """The local runtime's emulated MSK event source mapping against a real broker: a backlog is delivered once, in
-order, as MSK events; a mapping read to the end rests (partitions paused) and still delivers what arrives later,
+order, as MSK events; a mapping read to the end is caught up and still delivers what arrives later,
 once; committed offsets follow the handler."""
 
 from __future__ import annotations
@@ -34,17 +34,17 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
         c.close()
 
 
-def test_idle_mapping_rests_and_delivers_later_records_once_in_order(mapping) -> None:
+def test_idle_mapping_catches_up_and_delivers_later_records_once_in_order(mapping) -> None:
     m, recorder, bootstrap, topic, group = mapping
     # GIVEN a backlog of 3,000 records over 3 partitions, delivered
     backlog = numbered_records(3000, 3, "backlog")
     produce(bootstrap, topic, backlog)
     wait_for(lambda: len(recorder.delivered) >= 3000, 60, message="backlog delivered")
 
-    # WHEN nothing more arrives, the mapping rests
-    wait_for(lambda: m.resting, 30, message="mapping resting once read to the end")
+    # WHEN nothing more arrives, the mapping is caught up
+    wait_for(lambda: m.caught_up, 30, message="mapping caught up once read to the end")
 
-    # AND records arrive while it rests
+    # AND records arrive while it idles
     late = numbered_records(30, 3, "late")
     produce(bootstrap, topic, late)
     wait_for(lambda: len(recorder.delivered) >= 3030, 30, message="late records delivered")
@@ -57,5 +57,5 @@ def test_idle_mapping_rests_and_delivers_later_records_once_in_order(mapping) ->
         assert offsets == list(range(len(offsets))), f"partition {p} out of order or with gaps"
     # AND the source offsets committed are the partition ends
     wait_for(lambda: committed(bootstrap, group, topic, 3) == {0: 1010, 1: 1010, 2: 1010}, 30, message="commits")
-    # AND it rests again
-    wait_for(lambda: m.resting, 30, message="mapping resting again")
+    # AND it is caught up again
+    wait_for(lambda: m.caught_up, 30, message="mapping caught up again")

@@ -37,7 +37,7 @@ from tests.support.kafka import (
     unique,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]  # also run on the compatibility tier's Kafka
 
 
 @pytest.fixture

@@ -189,7 +189,7 @@ def test_s3_dead_letters_hold_the_raw_record_under_the_flow_topic_partition_and_
 
 def test_remote_topic_deleted_while_replicating_is_recreated_with_the_source_partitions(mirror, caplog):
     # GIVEN a 3-partition topic replicated once, then its remote topic deleted on the target (whose broker
-    # auto-creates topics a producer writes to)
+    # auto-creates topics a producer writes to, as Kafka does by default)
     env = mirror(prefix := unique("del"), **{"mirror.delivery.timeout.ms": "3000"})
     topic = f"{prefix}.orders"
     create_topic(env["a"], topic, 3)

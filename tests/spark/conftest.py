@@ -14,6 +14,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/spark/" in str(item.path):
             item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.xdist_group("spark"))  # one worker, so one SparkSession
 
 
 @pytest.fixture(scope="session")

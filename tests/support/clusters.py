@@ -1,10 +1,12 @@
-"""Kafka for the tests: noida-db clusters started here (free loopback ports, private data dirs, stopped by PID),
-or the clusters named by ``SRM_TEST_BOOTSTRAP_A``/``_B``/``_C`` when set (then nothing is started)."""
+"""Kafka for the tests: Apache Kafka clusters started here (``srm.local.clusters``: KRaft, free loopback ports,
+private data dirs, stopped by PID), or the clusters named by ``SRM_TEST_BOOTSTRAP_A``/``_B``/``_C`` when set (then
+nothing is started). The logs of the clusters started here are attached to a failing test's report."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +14,9 @@ from pathlib import Path
 from srm.local.clusters import LocalCluster
 
 ALIASES = ("A", "B", "C")
+
+# every cluster started by this process and still running, for the failure report
+RUNNING: list[LocalCluster] = []
 
 
 def external_bootstrap(letter: str) -> str | None:
@@ -53,6 +58,7 @@ def running_clusters(base: Path, names: tuple[str, ...]) -> Iterator[dict[str, C
     finally:
         for c in started:
             c.stop(graceful=False)  # their data dirs are thrown away
+            forget(c)
 
 
 def start_clusters(base: Path, names: tuple[str, ...]) -> list[Cluster]:
@@ -64,13 +70,30 @@ def start_clusters(base: Path, names: tuple[str, ...]) -> list[Cluster]:
                 raise RuntimeError(f"SRM_TEST_BOOTSTRAP_{letter} is not set (set A, B and C together)")
             clusters.append(Cluster(name, bootstrap))
         return clusters
-    started = []
-    try:
-        for name in names:
-            local = LocalCluster(name, base / name / "data").start()
-            started.append(Cluster(name, local.bootstrap, local))
-    except Exception:
-        for c in started:
-            c.stop(graceful=False)
-        raise
-    return started
+    locals_ = [LocalCluster(name, base / name / "data") for name in names]
+    with ThreadPoolExecutor(len(locals_)) as pool:  # the JVMs start side by side
+        outcomes = [pool.submit(local.start) for local in locals_]
+    errors = [o.exception() for o in outcomes if o.exception() is not None]
+    if errors:
+        for local in locals_:
+            local.stop(graceful=False)
+        raise errors[0]  # type: ignore[misc]
+    RUNNING.extend(locals_)
+    return [Cluster(local.alias, local.bootstrap, local) for local in locals_]
+
+
+def forget(cluster: Cluster) -> None:
+    if cluster.local in RUNNING:
+        RUNNING.remove(cluster.local)
+
+
+def log_tails(lines: int = 40) -> dict[str, str]:
+    """The last lines of each running cluster's log, by alias and data dir."""
+    tails = {}
+    for local in RUNNING:
+        try:
+            text = local.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            continue
+        tails[f"kafka {local.alias} ({local.data_dir.parent})"] = "\n".join(text)
+    return tails

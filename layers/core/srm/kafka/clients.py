@@ -276,9 +276,6 @@ def consumer_config(
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed",
         "fetch.max.bytes": "52428800",
-        # Kafka keeps a fetch response under fetch.max.bytes; some brokers (noida-db, far behind the log end) send
-        # far more, which librdkafka refuses and fetches again forever. Accepting it costs nothing with Kafka.
-        "receive.message.max.bytes": "1000000000",
     }
     conf = _with(base, defaults, {"enable.auto.commit": "false"}, f"{alias} consumer")
     conf["group.id"] = group_id
@@ -411,8 +408,8 @@ def produce_and_wait(producer: Producer, topic: str, records: Iterable[Record], 
 # ---------------------------------------------------------------------------------------------------------------
 class _Producer(Producer):
     """A producer that remembers its fatal error. librdkafka raises it once, from whichever poll or flush serves it
-    (a broker that lost the idempotent producer's state answers OUT_OF_ORDER_SEQUENCE_NUMBER, as one restarted
-    without it does); from then on every produce fails with ``_FATAL``, so the cache must build a new one."""
+    (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER from a broker that lost acknowledged data in an unclean leader election); from
+    then on every produce fails with ``_FATAL``, so the cache must build a new one."""
 
     fatal_error: KafkaError | None = None
 

@@ -26,6 +26,7 @@ from srm.local.api_client import ApiError, MetricsApiClient
 from srm.local.api_server import api_url
 from srm.local.clusters import LocalCluster
 from srm.local.demo_chart import write_chart
+from srm.local.kafka import kafka_version
 from srm.local.runtime import LocalRuntime, RuntimeOptions
 
 __all__ = ["run_demo"]
@@ -205,7 +206,7 @@ def run_demo(records: int = 30_000, keep_data: bool = False, chart: Path = Path(
     east = LocalCluster(TARGET, workdir / TARGET / "data")
     runtime: LocalRuntime | None = None
     try:
-        print(f"starting two local Kafka clusters (noida-db) in {workdir}")
+        print(f"starting two local Apache Kafka {kafka_version()} clusters (KRaft) in {workdir}")
         west.start()
         east.start()
         print(f"  {SOURCE}: {west.bootstrap}\n  {TARGET}: {east.bootstrap}")
@@ -218,7 +219,7 @@ def run_demo(records: int = 30_000, keep_data: bool = False, chart: Path = Path(
 
         print(f"replicating {SOURCE}->{TARGET} through the mirror handler (local event source mappings)...")
         runtime = LocalRuntime(
-            # a throwaway run: the in-memory store, no Java needed
+            # a throwaway run: the in-memory store
             _config(west.bootstrap, east.bootstrap),
             RuntimeOptions(state_dir=workdir / ".srm-local", store="memory", aggregation=False),
         )

@@ -32,8 +32,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], Any]
 _TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
-_IDLE_PROBE_S = 0.05
-_IDLE_CHECK_S = 0.1
+_IDLE_POLL_S = 0.5  # the broker holds an empty fetch (fetch.wait.max.ms): an idle mapping costs next to nothing
 _WATERMARK_TIMEOUT_S = 5.0
 _ASSIGNMENT_CHECK_S = 1.0  # how often the assignment is compared with the topic's partitions
 _METADATA_CHECK_S = 5.0  # how often the topic's partition count is asked for
@@ -94,12 +93,10 @@ def _caught_up(consumer: Consumer, assignment: list[TopicPartition], starts: dic
             position = tp.offset if tp.offset >= 0 else starts.get(tp.partition, -1)
             if position < 0:
                 position = low  # no committed offset: read from the log start (auto.offset.reset=earliest)
-            if high < 0 or position < 0 or position < high:
-                return False
-            if position > high:
-                # The committed offset is beyond the log end: the topic was deleted and recreated (a broker that
-                # keeps the group's offsets) or its log truncated. Not read to the end: the fetch that follows
-                # resets to the log start (auto.offset.reset), as Lambda's poller starts a recreated topic afresh.
+            if high >= 0 and position > high:
+                # The committed offset is beyond the log end: the log was truncated, or the topic recreated on a
+                # broker that keeps a deleted topic's group offsets. The fetch resets to the log start
+                # (auto.offset.reset), as Lambda's poller starts a recreated topic afresh.
                 log.warning(
                     "event source: %s-%d resumes at %d, beyond its log end %d: the topic was recreated or truncated; "
                     "reading it again from its log start",
@@ -108,7 +105,8 @@ def _caught_up(consumer: Consumer, assignment: list[TopicPartition], starts: dic
                     position,
                     high,
                 )
-                starts.pop(tp.partition, None)
+                starts[tp.partition] = position = low
+            if high < 0 or position < 0 or position < high:
                 return False
     except KafkaException:
         return False
@@ -148,9 +146,8 @@ class EmulatedMapping:
         self._bootstrap = bootstrap_servers
         self._stop_event = threading.Event()
         self._revoked = False
-        self._resting = False  # partitions paused while the topic is idle
+        self._caught_up = False  # every assigned partition read to its end, at the last empty poll
         self._starts: dict[int, int] = {}  # committed offsets of partitions not read from since their assignment
-        self._last_check_s = 0.0  # how long the last look-up of the log ends took
         self.stats = MappingStats()
         # What the watchdog reads (monotonic seconds); kept across consumer rebuilds, so a rebuild that changes
         # nothing does not hide a stall.
@@ -181,9 +178,9 @@ class EmulatedMapping:
         return self._stop_event.is_set()
 
     @property
-    def resting(self) -> bool:
-        """Whether the topic is read to its end and the mapping waits for it to grow (partitions paused)."""
-        return self._resting
+    def caught_up(self) -> bool:
+        """Whether, at its last empty poll, every assigned partition was read to its end."""
+        return self._caught_up
 
     @property
     def assigned(self) -> tuple[int, ...]:
@@ -245,16 +242,14 @@ class EmulatedMapping:
         self._rebuild.clear()
         consumer = Consumer(self._consumer_config)
         buffer: deque[Message] = deque()
-        self._resting = False
+        self._caught_up = False
         self._starts.clear()
         self._next_assignment_check = 0.0
 
         def on_revoke(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
             self._starts.clear()
-            if self._resting:
-                consumer.resume(partitions)
-                self._resting = False
+            self._caught_up = False
 
         consumer.subscribe([self.topic], on_revoke=on_revoke)
         try:
@@ -336,37 +331,18 @@ class EmulatedMapping:
         return builder
 
     def _wait_for_first(self, consumer: Consumer) -> list[Message]:
-        """A short poll; once every partition is read to its end, the partitions rest (paused) and only their log
-        ends are looked up, every ``_IDLE_CHECK_S``, until one has grown.
-
-        Fetching at the log end is not free on every broker: one that answers a fetch at once instead of holding it
-        (``fetch.wait.max.ms``) has the consumer fetch in a tight loop — on the embedded test Kafka about a core,
-        client and broker together, per idle mapping. A resting mapping costs ~1 % of that and adds at most
-        ``_IDLE_CHECK_S`` to the latency of the first record after a quiet spell (Lambda's poller backs off on an
-        idle topic too)."""
-        if (msg := consumer.poll(_IDLE_PROBE_S)) is not None:
-            return [msg]
+        """Wait up to ``_IDLE_POLL_S`` for records. Kafka holds a fetch at the log end until records arrive or
+        ``fetch.wait.max.ms`` passes, so the first record after a quiet spell is handed over as soon as it is
+        fetched. An empty poll over partitions all read to their end counts as progress for the watchdog (the log
+        ends are the ones the last fetches reported: no request)."""
+        fetched = consumer.consume(num_messages=self.settings.batch_size, timeout=_IDLE_POLL_S)
+        if fetched:
+            self._caught_up = False
+            return fetched
         assignment = consumer.assignment()  # rebalance callbacks only run inside poll, so this set holds here
-        if not assignment:
-            return []
-        if not self._resting:
-            # Pausing drops fetched records: only when there are none.
-            if _caught_up(consumer, assignment, self._starts, fresh=False):
-                consumer.pause(assignment)
-                self._resting = True
-            return []
-        self._stop_event.wait(max(_IDLE_CHECK_S, self._last_check_s))  # many partitions: fewer look-ups per second
-        started = time.monotonic()
-        caught_up = _caught_up(consumer, assignment, self._starts, fresh=True)
-        self._last_check_s = time.monotonic() - started
-        if caught_up:
+        self._caught_up = bool(assignment) and _caught_up(consumer, assignment, self._starts, fresh=False)
+        if self._caught_up:
             self._progress_at = time.monotonic()
-        else:
-            consumer.resume(assignment)
-            self._resting = False
-            # librdkafka's fetcher notices a resume only on its next one-second tick; any request to the broker,
-            # such as this look-up, wakes it at once.
-            _caught_up(consumer, assignment[:1], self._starts, fresh=True)
         return []
 
     def _rewind(self, consumer: Consumer) -> None:
