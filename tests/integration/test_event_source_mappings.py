@@ -1,16 +1,14 @@
 """Topic sync in-process against real brokers: the local runtime's emulated event source mappings follow the same
 decisions as the Lambda API adapter (created, disabled by a filter change, deleted with the topic, idempotent), and
-the state table records them; topic ACL sync against a broker without an authorizer carries on."""
+the state table records them. (Topic ACL sync, a target without an authorizer included: tests/e2e/test_acl_sync.py.)"""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 from moto import mock_aws
 
 from srm.app import App, Environment
@@ -21,7 +19,7 @@ from srm.config.settings import SrmConfig
 from srm.local.mappings import LocalEventSources
 from srm.replication.mirror import TopicNotReplicatedError
 from srm.replication.topic_sync import sync_topics
-from tests.support.kafka import admin, create_topic, unique, wait_for
+from tests.support.kafka import admin, create_topic, list_topic_names, unique, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +37,7 @@ class Flow:
         self.mappings = LocalEventSources(self.app, lambda event, _ctx: self.invocations.append(event))
         self.app.event_sources = self.mappings
 
-    def configure(self, acls: bool = False, **flow: str) -> None:
+    def configure(self, **flow: str) -> None:
         props = {
             "clusters": "a, b",
             "a.bootstrap.servers": self.a,
@@ -47,7 +45,7 @@ class Flow:
             "a->b.enabled": "true",
             "replication.factor": "1",
             "heartbeats.replication.enabled": "false",  # the shared clusters' heartbeats are other tests' business
-            "sync.topic.acls.enabled": str(acls).lower(),
+            "sync.topic.acls.enabled": "false",  # no authorizer on the shared clusters
             **{f"a->b.{k.replace('_', '.')}": v for k, v in flow.items()},
         }
         self.store.replace_all(SrmConfig.from_properties(Properties.of(props)))
@@ -59,6 +57,13 @@ class Flow:
 
     def running(self) -> set[str]:
         return {t for t, m in self.mappings.mappings().items() if m.is_alive()}
+
+
+def create_listed(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create a topic and wait until the broker lists it: Kafka answers CreateTopics once the controller has the
+    topic, its brokers' metadata follows a moment later, and topic sync plans from that metadata."""
+    create_topic(bootstrap, topic, partitions)
+    wait_for(lambda: topic in list_topic_names(bootstrap), 30, message=f"{topic} listed")
 
 
 @pytest.fixture
@@ -77,8 +82,8 @@ def flow(clusters) -> Iterator[Flow]:
 def test_local_mappings_created_disabled_deleted_and_idempotent(flow: Flow) -> None:
     # GIVEN two matching topics on the source
     one, two = f"{flow.prefix}.one", f"{flow.prefix}.two"
-    create_topic(flow.a, one, 2)
-    create_topic(flow.a, two, 1)
+    create_listed(flow.a, one, 2)
+    create_listed(flow.a, two, 1)
 
     # WHEN topic sync runs THEN each gets a running mapping, recorded in the state table
     assert flow.sync() == {"create": [one, two]}
@@ -119,65 +124,15 @@ def test_local_mappings_created_disabled_deleted_and_idempotent(flow: Flow) -> N
     assert flow.running() == {two}
 
 
-class AclsFromSource:
-    """The real source admin client, except that the source reports one topic ACL binding (noida-db has no
-    authorizer, so real bindings cannot exist there)."""
-
-    def __init__(self, real: Any, bindings: list[AclBinding]) -> None:
-        self._real, self._bindings = real, bindings
-
-    def describe_acls(self, *_: Any, **__: Any) -> Any:
-        from concurrent.futures import Future
-
-        future: Future = Future()
-        future.set_result(list(self._bindings))
-        return future
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
-def test_acl_sync_target_without_authorizer_logged_once_and_topic_sync_carries_on(
-    flow: Flow, caplog: pytest.LogCaptureFixture
-) -> None:
-    # GIVEN a replicated topic with an ALLOW ALL binding on the source, ACL sync on, a target without authorizer
-    topic = f"{flow.prefix}.acl"
-    create_topic(flow.a, topic, 1)
-    flow.configure(acls=True, topics=f"{flow.prefix}\\..*", sync_topic_acls_interval_seconds="0.001")
-    allow_all = AclBinding(
-        ResourceType.TOPIC,
-        topic,
-        ResourcePatternType.LITERAL,
-        "User:alice",
-        "*",
-        AclOperation.ALL,
-        AclPermissionType.ALLOW,
-    )
-
-    # WHEN topic sync runs twice
-    with caplog.at_level(logging.INFO, logger="srm.kafka.acls"):
-        for _ in range(2):
-            ctx = flow.app.topic_sync_context()
-            ctx.source_admin = AclsFromSource(ctx.source_admin, [allow_all])  # type: ignore[assignment]
-            result = sync_topics(ctx)
-            # THEN it succeeds: the remote topic and mapping exist, ACL sync says why it did nothing
-            assert result.acls is not None and result.acls.skipped == "no authorizer on b"
-            assert flow.running() == {topic}
-
-    # AND the missing authorizer is logged once for the target cluster
-    said = [r.getMessage() for r in caplog.records if "SECURITY_DISABLED" in r.getMessage()]
-    assert len(said) == 1 and said[0].startswith("cluster b has no ACL authorizer"), said
-
-
 def test_disabled_flow_pauses_mappings_creates_nothing_and_enabling_resumes(flow: Flow) -> None:
     # GIVEN a replicated topic with a running mapping
     one, later = f"{flow.prefix}.one", f"{flow.prefix}.later"
-    create_topic(flow.a, one, 1)
+    create_listed(flow.a, one, 1)
     assert flow.sync() == {"create": [one]}
 
     # WHEN the flow is disabled (srm-control flows disable) and a new matching topic appears meanwhile
     flow.configure(topics=f"{flow.prefix}\\..*", enabled="false")
-    create_topic(flow.a, later, 1)
+    create_listed(flow.a, later, 1)
 
     # THEN topic sync pauses the mapping (kept, not deleted) and creates neither a mapping nor a remote topic
     assert flow.sync() == {"disable": [one]}

@@ -1,8 +1,8 @@
 """srm.kafka.acls: MM2's topic ACL conversion rules, removal of what the source removed, and SECURITY_DISABLED.
 
-Bindings are confluent_kafka's own ``AclBinding`` objects; the admin clients are fakes answering with futures,
-because the embedded test broker (noida-db) runs without an authorizer: a real one answers every ACL request with
-SECURITY_DISABLED, so only that path can run against it (tests/integration/test_event_source_mappings.py)."""
+Bindings are confluent_kafka's own ``AclBinding`` objects; the admin clients are fakes answering with futures, so
+each rule and each answer a broker can give (SECURITY_DISABLED, other errors) is checked in milliseconds. The real
+round trip — Apache Kafka with an authorizer on both sides, and a target without one — is tests/e2e/test_acl_sync.py."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 from srm.config.secrets import MASK, SecretResolver, default_secret_resolver, is_sensitive
 from srm.config.settings import SrmConfig
 from srm.flow import Flow
-from srm.kafka.admin import KafkaUnavailableError, list_topics
+from srm.kafka.admin import ConnectionErrors, KafkaAccessError, KafkaUnavailableError, probe_topics
 from srm.kafka.clients import admin_config, build, consumer_config, producer_config
 
 __all__ = ["CheckReport", "check", "exit_code", "offline_resolver", "print_report"]
@@ -106,10 +106,15 @@ def check(
         for alias in config.clusters:
             if not config.bootstrap_servers(alias):
                 continue
+            errors = ConnectionErrors()
+            conf = {**clusters[alias + "/admin"], "log_level": "0", "error_cb": errors}
             try:
-                admin = build(AdminClient, {**clusters[alias + "/admin"], "log_level": "0"}, config, alias, "admin")
-                topics[alias] = sorted(list_topics(admin, timeout=timeout))
+                admin = build(AdminClient, conf, config, alias, "admin")
+                topics[alias] = sorted(probe_topics(admin, errors, timeout=timeout))
                 report.add(f"cluster {alias} answers: {len(topics[alias])} topic(s)")
+            except KafkaAccessError as e:
+                report.unreachable.append(alias)
+                report.add(f"cluster {alias} refuses the connection: {e}")
             except KafkaUnavailableError as e:
                 report.unreachable.append(alias)
                 report.add(f"cluster {alias} does not answer within {timeout:g}s: {e}")

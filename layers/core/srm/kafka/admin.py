@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,7 +26,9 @@ from srm.core.plans import TopicInfo, config_changes, explicit_configs, replicab
 from srm.errors import RetriableError
 
 __all__ = [
+    "ConnectionErrors",
     "GroupOffsets",
+    "KafkaAccessError",
     "KafkaUnavailableError",
     "RemoteTopics",
     "broker_count",
@@ -34,6 +39,7 @@ __all__ = [
     "group_offsets",
     "list_topics",
     "max_message_bytes",
+    "probe_topics",
     "sync_topic_configs",
 ]
 
@@ -64,6 +70,72 @@ class KafkaUnavailableError(RetriableError, RuntimeError):
     """A cluster did not answer in time (retriable)."""
 
 
+class KafkaAccessError(KafkaUnavailableError):
+    """A cluster answered and refused the client: its SASL credentials, or the TLS handshake (a certificate one side
+    does not trust). Retrying the same settings fails the same way; a rotated secret or certificate may cure it."""
+
+
+# librdkafka's own suffix to a connection error, and what the TLS errors mean to someone configuring srm.
+_STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+\)$")
+_TLS_HINTS = (
+    (
+        "certificate verify failed",
+        "the broker's certificate is not trusted: it must be signed by a CA of ssl.truststore.location and name the "
+        "host connected to",
+    ),
+    ("alert bad certificate", "the broker refused the client certificate (ssl.keystore.location)"),
+    ("alert unknown ca", "the broker refused the client certificate (ssl.keystore.location)"),
+    ("alert certificate required", "the broker wants a client certificate (ssl.keystore.location)"),
+)
+
+
+class ConnectionErrors:
+    """A client's ``error_cb``: the connection errors librdkafka reports (served by ``poll``), to tell a cluster
+    that refuses the client (:meth:`refusal`) from one that does not answer (:meth:`last`)."""
+
+    def __init__(self) -> None:
+        self._errors: deque[KafkaError] = deque(maxlen=32)
+
+    def __call__(self, error: KafkaError) -> None:
+        self._errors.append(error)
+
+    def refusal(self) -> str | None:
+        """What the cluster refused, in one line, if it did: the SASL credentials, or a certificate in the TLS
+        handshake."""
+        for error in reversed(self._errors):
+            text = _STATE_SUFFIX.sub("", error.str())
+            if error.code() == KafkaError._AUTHENTICATION:
+                return f"{text}; check the SASL username and password"
+            # certificates only: a TLS connection cut short (a broker restarting) is not a refusal
+            hint = next((h for marker, h in _TLS_HINTS if marker in text), None)
+            if hint is not None:
+                text = text.split(", verify that ssl.ca.location")[0]  # librdkafka's advice names its own keys
+                return f"{text}; {hint}"
+        return None
+
+    def last(self) -> str | None:
+        """The last connection error, if any (e.g. "Connection refused")."""
+        errors = [e for e in self._errors if e.code() != KafkaError._ALL_BROKERS_DOWN]
+        return _STATE_SUFFIX.sub("", errors[-1].str()) if errors else None
+
+
+def probe_topics(admin: AdminClient, errors: ConnectionErrors, timeout: float) -> dict[str, TopicInfo]:
+    """:func:`list_topics` of a client built with ``errors`` as its ``error_cb``, giving up as soon as the cluster
+    refuses it (:class:`KafkaAccessError`: librdkafka would retry until ``timeout``, and only say "transport
+    failure"), or with :class:`KafkaUnavailableError` naming the last connection error after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return list_topics(admin, timeout=max(0.05, min(0.5, deadline - time.monotonic())))
+        except KafkaUnavailableError as e:
+            admin.poll(0)  # serves the error callback
+            refusal = errors.refusal()
+            if refusal is not None:
+                raise KafkaAccessError(refusal) from None
+            if time.monotonic() >= deadline:
+                raise KafkaUnavailableError(errors.last() or str(e)) from None
+
+
 def ensure_topic(
     admin: AdminClient,
     name: str,
@@ -73,7 +145,8 @@ def ensure_topic(
     timeout: float = 30.0,
 ) -> bool:
     """Create the topic if it does not exist; True when this call created it. The replication factor is capped
-    at the number of brokers (a single-broker dev cluster cannot hold 3 replicas)."""
+    at the number of brokers (a single-broker dev cluster cannot hold 3 replicas). A topic that exists needs no
+    CREATE right (an ACL) on it."""
     brokers = broker_count(admin, timeout)
     rf = replication_factor if replication_factor == -1 else max(1, min(replication_factor, brokers))
     if rf != replication_factor:
@@ -89,7 +162,11 @@ def ensure_topic(
         future.result()
         return True
     except KafkaException as e:
-        if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+        code = e.args[0].code()
+        if code == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        # Kafka checks CREATE before existence: a topic created beforehand needs no CREATE ACL for srm's user
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED and name in list_topics(admin, timeout):
             return False
         raise
 

@@ -71,32 +71,31 @@ class LocalContext:
         return 900_000
 
 
-def _caught_up(consumer: Consumer, assignment: list[TopicPartition], starts: dict[int, int], *, fresh: bool) -> bool:
+def _caught_up(consumer: Consumer, assignment: list[TopicPartition], positions: dict[int, int], *, fresh: bool) -> bool:
     """Whether every assigned partition is read to its end: as the last fetch responses tell, or (``fresh``) as
     the broker answers now. Unknown counts as not caught up.
 
-    A partition nothing was consumed from since it was assigned has no position yet: it is read from its committed
-    offset, or from its log start without one; ``starts`` caches those committed offsets (per assignment)."""
+    ``positions`` (per assignment) is where the reading of each partition goes on: one past the last record handed
+    over, or, for a partition nothing was handed over from since it was assigned, its committed offset (asked once;
+    without one it is read from its log start). Not the consumer's ``position()``: librdkafka keeps that at the old
+    incarnation's offset after a recreated topic's fetch was reset to the log start, until the new one outgrows it."""
     try:
-        positions = consumer.position(assignment)
-        unknown = [
-            TopicPartition(tp.topic, tp.partition) for tp in positions if tp.offset < 0 and tp.partition not in starts
-        ]
+        unknown = [TopicPartition(tp.topic, tp.partition) for tp in assignment if tp.partition not in positions]
         if unknown:
             for tp in consumer.committed(unknown, timeout=_WATERMARK_TIMEOUT_S):
-                starts[tp.partition] = tp.offset
-        for tp in positions:
+                positions[tp.partition] = tp.offset
+        for tp in assignment:
             if fresh:
                 low, high = consumer.get_watermark_offsets(tp, timeout=_WATERMARK_TIMEOUT_S)
             else:
                 low, high = consumer.get_watermark_offsets(tp, cached=True)
-            position = tp.offset if tp.offset >= 0 else starts.get(tp.partition, -1)
+            position = positions.get(tp.partition, -1)
             if position < 0:
                 position = low  # no committed offset: read from the log start (auto.offset.reset=earliest)
             if high >= 0 and position > high:
-                # The committed offset is beyond the log end: the log was truncated, or the topic recreated on a
-                # broker that keeps a deleted topic's group offsets. The fetch resets to the log start
-                # (auto.offset.reset), as Lambda's poller starts a recreated topic afresh.
+                # Reading would resume beyond the log end: the log was truncated, or the topic recreated (the
+                # consumer's position, or a committed offset a broker kept, is the old incarnation's). The fetch
+                # resets to the log start (auto.offset.reset), as Lambda's poller starts a recreated topic afresh.
                 log.warning(
                     "event source: %s-%d resumes at %d, beyond its log end %d: the topic was recreated or truncated; "
                     "reading it again from its log start",
@@ -105,7 +104,7 @@ def _caught_up(consumer: Consumer, assignment: list[TopicPartition], starts: dic
                     position,
                     high,
                 )
-                starts[tp.partition] = position = low
+                positions[tp.partition] = position = low
             if high < 0 or position < 0 or position < high:
                 return False
     except KafkaException:
@@ -147,7 +146,7 @@ class EmulatedMapping:
         self._stop_event = threading.Event()
         self._revoked = False
         self._caught_up = False  # every assigned partition read to its end, at the last empty poll
-        self._starts: dict[int, int] = {}  # committed offsets of partitions not read from since their assignment
+        self._positions: dict[int, int] = {}  # per partition: where reading goes on (see _caught_up)
         self.stats = MappingStats()
         # What the watchdog reads (monotonic seconds); kept across consumer rebuilds, so a rebuild that changes
         # nothing does not hide a stall.
@@ -243,12 +242,12 @@ class EmulatedMapping:
         consumer = Consumer(self._consumer_config)
         buffer: deque[Message] = deque()
         self._caught_up = False
-        self._starts.clear()
+        self._positions.clear()
         self._next_assignment_check = 0.0
 
         def on_revoke(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
-            self._starts.clear()
+            self._positions.clear()
             self._caught_up = False
 
         consumer.subscribe([self.topic], on_revoke=on_revoke)
@@ -259,6 +258,7 @@ class EmulatedMapping:
                     continue
                 if self._invoke_until_done(builder.to_bytes()):
                     offsets = [TopicPartition(t, p, o + 1) for t, p, o in builder.last_offsets()]
+                    self._positions.update((tp.partition, tp.offset) for tp in offsets)
                     try:
                         consumer.commit(offsets=offsets, asynchronous=False)
                     except KafkaException as e:  # the batch may be delivered again: duplicates, never loss
@@ -340,7 +340,7 @@ class EmulatedMapping:
             self._caught_up = False
             return fetched
         assignment = consumer.assignment()  # rebalance callbacks only run inside poll, so this set holds here
-        self._caught_up = bool(assignment) and _caught_up(consumer, assignment, self._starts, fresh=False)
+        self._caught_up = bool(assignment) and _caught_up(consumer, assignment, self._positions, fresh=False)
         if self._caught_up:
             self._progress_at = time.monotonic()
         return []

@@ -136,8 +136,8 @@ class LocalEventSources:
             srm_config, source, Flow(source, target), group_id=group, resolver=self._app.kafka.resolver
         )
         # A static member, one per group: a restarted worker's consumer takes the place (and the partitions) of the
-        # one that died with it at once. A dynamic member would wait for the broker to expire the dead one —
-        # session.timeout.ms on Kafka, never on some embedded brokers.
+        # one that died with it at once. A dynamic member would wait for the broker to expire the dead one
+        # (session.timeout.ms, 45 s by default).
         conf["group.instance.id"] = _instance_id(group)
         # Lambda's poller follows partitions added to its topic; a consumer sees them at its next metadata refresh
         # (librdkafka: every 5 minutes), so refresh as often as topic-sync looks for new partitions.

@@ -28,11 +28,11 @@ from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.metrics_table import create_metrics_table
 from srm.aws.state import create_state_table
 from srm.config.parsing import Properties
-from srm.config.secrets import is_plain_secret
+from srm.config.secrets import default_secret_resolver, is_plain_secret
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
 from srm.flow import Flow
-from srm.kafka.admin import KafkaUnavailableError, list_topics
+from srm.kafka.admin import ConnectionErrors, KafkaAccessError, KafkaUnavailableError, probe_topics
 from srm.kafka.clients import admin_config, build
 from srm.local.store import STATE_DIR, LocalStore, StoreKind, free_port
 
@@ -149,17 +149,35 @@ class LocalRuntime:
         self._api = subprocess.Popen([sys.executable, "-m", "srm.local.api_server"], env=env, stdin=subprocess.DEVNULL)
 
     def _check_clusters(self) -> None:
-        """Fail fast on settings librdkafka rejects; warn (and keep going) when a cluster does not answer."""
+        """Fail fast on settings librdkafka rejects, and on a cluster that refuses srm's credentials or certificates
+        (as MM2's Java clients stop on an authentication failure); warn (and keep going) when a cluster does not
+        answer."""
         for alias in sorted({a for f in self.config.enabled_flows() for a in f}):
-            admin = build(_admin_kind(), admin_config(self.config, alias), self.config, alias, "admin")
+            errors = ConnectionErrors()
+            # librdkafka's own log lines would repeat what the probe reports
+            conf = {
+                **admin_config(self.config, alias, resolver=self._resolve_secret),
+                "error_cb": errors,
+                "log_level": "0",
+            }
+            admin = build(_admin_kind(), conf, self.config, alias, "admin")
             try:
-                list_topics(admin, timeout=5.0)
-            except KafkaUnavailableError:
+                probe_topics(admin, errors, timeout=5.0)
+            except KafkaAccessError as e:
+                raise KafkaAccessError(f"cluster {alias} refuses the connection: {e}") from None
+            except KafkaUnavailableError as e:
                 log.warning(
-                    "cluster %s (%s) does not answer yet; replication starts when it does",
+                    "cluster %s (%s) does not answer yet (%s); replication starts when it does",
                     alias,
                     self.config.bootstrap_servers(alias),
+                    e,
                 )
+
+    def _resolve_secret(self, provider: str, path: str) -> str:
+        """References as the workers resolve them: the literal secrets of the file travel by their environment."""
+        if provider == "env" and path in self._secret_env:
+            return self._secret_env[path]
+        return default_secret_resolver(provider, path)
 
     def run_until(self, stop: threading.Event, poll_seconds: float = 2.0) -> None:
         """Reconcile with the config table every ``poll_seconds``; look for dead workers five times a second."""

@@ -263,7 +263,7 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
     for batch, remote, acks in pending:
         if eos is not None and len(batch):
             producer = _transactional(eos.begin, batch)
-        _produce_partition(producer, batch, remote, acks)
+        _produce_partition(producer, batch, remote, acks, target.target)
         result.records += len(batch)
         result.partitions[f"{remote}-{batch.partition}"] = len(batch)
         result.bytes += sum(map(len, filter(None, batch.values))) + sum(map(len, filter(None, batch.keys)))
@@ -437,7 +437,7 @@ def _measure(
         )
 
 
-def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, acks: Acks) -> None:
+def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, acks: Acks, cluster: str) -> None:
     produce, poll, on_delivery, partition = producer.produce, producer.poll, acks.on_delivery, batch.partition
     refreshed = False
     for key, value, timestamp, headers in zip(batch.keys, batch.values, batch.timestamps, batch.headers, strict=True):
@@ -454,7 +454,8 @@ def _produce_partition(producer: Producer, batch: PartitionBatch, remote: str, a
                 # refresh once and produce again; a partition still unknown fails the batch (it is retried).
                 err = e.args[0]
                 if refreshed or err.code() != KafkaError._UNKNOWN_PARTITION:
-                    raise MirrorError(f"{remote}-{partition}: not produced: {err.str()}") from e
+                    hint = _acl_hint(err, cluster, "WRITE", remote)
+                    raise MirrorError(f"{remote}-{partition}: not produced: {err.str()}{hint}") from e
                 producer.list_topics(remote, timeout=10)
                 refreshed = True
 
@@ -484,7 +485,7 @@ def _await_acks(
             if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
                 raise _too_large(target, batch, remote, offset)
             raise DeliveryError(
-                f"{where}: not acknowledged: {err.str()}",
+                f"{where}: not acknowledged: {err.str()}{_acl_hint(err, target.target, 'WRITE', remote)}",
                 topic=batch.topic,
                 partition=batch.partition,
                 offset=offset,
@@ -686,6 +687,14 @@ def _await_offset_syncs(target: MirrorContext, acks: Acks) -> None:
     while not acks.settled and time.monotonic() < deadline:
         _flush(producer, min(1.0, max(0.0, deadline - time.monotonic())))
     if acks.error is not None or not acks.settled:
-        reason = acks.error.str() if acks.error is not None else "timed out"
-        _, topic = offset_syncs_topic(target.source, target.target, target.settings, target.policy)
+        location, topic = offset_syncs_topic(target.source, target.target, target.settings, target.policy)
+        error = acks.error
+        reason = error.str() + _acl_hint(error, location, "WRITE", topic) if error is not None else "timed out"
         raise MirrorError(f"offset syncs to {topic} not acknowledged: {reason}")
+
+
+def _acl_hint(err: KafkaError, cluster: str, operation: str, topic: str) -> str:
+    """What a refusal by the cluster's authorizer means, to say after its error."""
+    if err.code() != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return ""
+    return f" ({cluster}'s ACLs must allow srm's user {operation} on topic {topic})"
