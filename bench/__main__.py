@@ -21,8 +21,10 @@ from bench.endtoend import Scenario, run_scenario
 from bench.handler import build_events, run_handler
 from bench.limit import run_limit
 from bench.measure import PathResult
+from bench.mm2 import MM2_TUNING
 from bench.report import compare, table, write_json
 from bench.workload import Workload, create_topics, end_offsets, produce_backlog, wait_for_offsets
+from srm.local.kafka import kafka_version
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
@@ -61,8 +63,6 @@ def _commit() -> str:
 
 def _machine() -> dict[str, Any]:
     import confluent_kafka
-
-    from srm.local.kafka import kafka_version
 
     return {
         "cpus": os.cpu_count(),
@@ -134,6 +134,7 @@ def main() -> int:
     }
     workloads = {k: w for k, w in workloads.items() if w.records > 0}
     live = Workload("live", "bench.live", int(10_000 * args.live_seconds), 200, PARTITIONS)
+    live_mm2 = Workload("live", "bench.mm2live", live.records, 200, PARTITIONS)
     workdir = Path(tempfile.mkdtemp(prefix="srm-bench-"))
     clusters = [LocalCluster(alias, workdir / alias / "data") for alias in ("source", "target")]
     results: dict[str, Any] = {
@@ -155,7 +156,7 @@ def main() -> int:
         for cluster in clusters:
             cluster.start()
         bootstraps = (clusters[0].bootstrap, clusters[1].bootstrap)
-        create_topics(bootstraps[0], {w.topic: w.partitions for w in [*workloads.values(), live]})
+        create_topics(bootstraps[0], {w.topic: w.partitions for w in [*workloads.values(), live, live_mm2]})
         for w in workloads.values():
             seconds = produce_backlog(bootstraps[0], w)
             print(f"produced {w.label()} on {w.topic} in {seconds:.1f}s", flush=True)
@@ -252,6 +253,27 @@ def main() -> int:
                         Scenario("e2e-default", "dsrc", "ddst", 100, 500, (workloads["small"],), time_box_s=20.0),
                     )
                 )
+            # MirrorMaker 2 on the same data: its own aliases (so its own remote topics), its own live topic
+            for name, w in workloads.items():
+                scenarios.append(
+                    (
+                        "mm2",
+                        f"MirrorMaker 2 {kafka_version()}, dedicated mode, tasks.max {MM2_TUNING['tasks.max']}",
+                        name,
+                        Scenario(
+                            f"mm2-{name}",
+                            f"m{name[0]}src",
+                            f"m{name[0]}dst",
+                            10_000,
+                            args.window_ms,
+                            (w,),
+                            live=live_mm2 if name == "small" else None,
+                            live_seconds=args.live_seconds,
+                            replicator="mm2",
+                        ),
+                    )
+                )
+            facts["mm2_settings"] = MM2_TUNING
             for key, label, name, scenario in scenarios:
                 labels[key] = label
                 print(f"{label}: {name} …", flush=True)
@@ -302,6 +324,7 @@ def _summary(results: dict[str, Any]) -> str:
         "rec/core-s: records per second of one core — CPU time of the process (every thread) or wall time, whichever "
         "is longer; on a 1769 MB (1 vCPU) Lambda function that is the billed speed.",
     ]
+    lines += _race(results)
     if "handler" in results["paths"]:
         lines.append(f"handler state writes: {results['facts'].get('handler_state')} — real DynamoDB latency differs.")
     for key, live in results["live"].items():
@@ -323,6 +346,29 @@ def _summary(results: dict[str, Any]) -> str:
             f"${cost['usd_per_gb_x86_64']:.4f}/GB x86 ({cost['invocations_per_gb']:,.0f} invocations/GB included)"
         )
     return "\n".join(lines)
+
+
+def _race(results: dict[str, Any]) -> list[str]:
+    """srm run against MirrorMaker 2 on the same clusters and data: records/s, CPU seconds and peak RSS."""
+    paths, facts = results["paths"], results["facts"]
+    if "mm2" not in paths or "e2e" not in paths:
+        return []
+    settings = facts["mm2_settings"]
+    lines = ["", f"race, srm run vs MirrorMaker 2 (same brokers, data and machine; MM2 settings {settings}):"]
+    for name in paths["mm2"]:
+        srm, mm2 = paths["e2e"].get(name), paths["mm2"][name]
+        if not srm:
+            continue
+        srm_rss = sum(facts.get(f"e2e-{name}", {}).get("peak_rss_mb", {}).values())
+        mm2_rss = sum(facts.get(f"mm2-{name}", {}).get("peak_rss_mb", {}).values())
+        per_million = {k: v["cpu_s"] / max(1, v["records"]) * 1e6 for k, v in (("srm", srm), ("mm2", mm2))}
+        lines.append(
+            f"  {name}: srm {srm['records_per_s']:,.0f} rec/s, MM2 {mm2['records_per_s']:,.0f} rec/s → srm at "
+            f"{srm['records_per_s'] / max(1, mm2['records_per_s']):.2f} × MM2; CPU-s per million records srm "
+            f"{per_million['srm']:.1f}, MM2 {per_million['mm2']:.1f}; peak RSS srm {srm_rss:,.0f} MB (all processes), "
+            f"MM2 {mm2_rss:,.0f} MB"
+        )
+    return lines
 
 
 if __name__ == "__main__":

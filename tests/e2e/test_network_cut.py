@@ -13,22 +13,24 @@ import pytest
 from srm.local.clusters import Listener, LocalCluster
 from srm.local.store import free_port
 from tests.e2e.test_broker_failures import all_resumed, started
-from tests.e2e.test_worker_crashes import PARTITIONS, RECOVERY_BOUND_S, Arrivals, Traffic, no_loss_yet, worker_pid
+from tests.e2e.test_worker_crashes import (
+    PARTITIONS,
+    RECOVERY_BOUND_S,
+    Arrivals,
+    Traffic,
+    no_loss_yet,
+    status_text,
+    worker_pid,
+)
 from tests.support.kafka import create_topic, read_topic, topic_partitions, unique, wait_for
 from tests.support.proxy import FaultProxy
-from tests.support.runtime import SrmRun, run_cli, wait_log, write_config
+from tests.support.runtime import SrmRun, wait_log, write_config
 
 pytestmark = pytest.mark.e2e
 
 CUT_S = 30
 TIMEOUT_MS = 3000  # mirror.delivery.timeout.ms
 STALL_S = 5  # the worker's watchdog bound (SRM_STALL_SECONDS)
-
-
-def status(cwd: Path) -> str:
-    result = run_cli("srm-control", "--local", "status", "--timeout", "3", cwd=cwd)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_target_cut_off_for_30s_stalls_without_a_crash_loop_and_resumes_losing_nothing(
@@ -66,7 +68,7 @@ def test_target_cut_off_for_30s_stalls_without_a_crash_loop_and_resumes_losing_n
                         cut_at = time.monotonic()
                         # THEN the stall is reported: in the log, and by srm-control status
                         wait_log(run, f"a->b: topic {topic} stalled since", timeout=CUT_S - 5)
-                        shown = status(tmp_path)
+                        shown = status_text(tmp_path)
                         reported_after = time.monotonic() - cut_at
                         time.sleep(max(0.0, cut_at + CUT_S - time.monotonic()))
                         during = run.output().splitlines()[before:]
