@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.measure import PathResult, peak_rss_mb, process_cpu_seconds
 from bench.mm2 import Mm2Run, mm2_properties
+from bench.process import Replicator
 from bench.workload import OffsetWatch, Workload, end_offsets, record_stream
 
 __all__ = ["LiveResult", "Scenario", "SrmRun", "run_scenario"]
@@ -67,45 +67,13 @@ class LiveResult:
         }
 
 
-class SrmRun:
-    """``srm run --config FILE`` as a user starts it; stopped with SIGINT (killed if it does not stop)."""
+class SrmRun(Replicator):
+    """``srm run --config FILE`` as a user starts it (the supervisor, its workers and store); stopped with SIGINT."""
+
+    stop_signal = signal.SIGINT
 
     def __init__(self, config: Path, workdir: Path) -> None:
-        self.log = workdir / "srm-run.log"
-        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config)],
-            cwd=workdir,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # Ctrl-C on the bench reaches it through stop(), in order
-        )
-
-    def pids(self) -> list[int]:
-        """The supervisor and its live children (the workers)."""
-        found = [self.process.pid]
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if len(fields) > 1 and int(fields[1]) == self.process.pid:
-                found.append(int(stat.parent.name))
-        return found
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._log_file.close()
+        super().__init__([sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config)], workdir, "srm-run.log")
 
 
 def _config(scenario: Scenario, bootstraps: tuple[str, str], topics: list[str]) -> dict[str, Any]:
@@ -225,7 +193,7 @@ def run_scenario(
     workdir.mkdir(parents=True, exist_ok=True)
     topics = [w.topic for w in scenario.backlog] + ([scenario.live.topic] if scenario.live else [])
     targets = {f"{scenario.source}.{w.topic}": end_offsets(source, w.topic, w.partitions) for w in scenario.backlog}
-    run: SrmRun | Mm2Run
+    run: Replicator
     if scenario.replicator == "mm2":
         config = workdir / "mm2.properties"
         config.write_text(mm2_properties(scenario.source, scenario.target, bootstraps, topics))

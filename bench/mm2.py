@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 from pathlib import Path
 
+from bench.process import Replicator
+from srm.local.clusters import LOG4J2_PROPERTIES
 from srm.local.kafka import libs_dir
 
 __all__ = ["MM2_TUNING", "Mm2Run", "mm2_properties"]
@@ -29,16 +29,6 @@ MM2_TUNING = {
     "S.consumer.fetch.max.bytes": "52428800",
     "S.consumer.max.partition.fetch.bytes": "10485760",
 }
-
-_LOG4J2 = """\
-status = error
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.out.ref = OUT
-"""
 
 
 def mm2_properties(source: str, target: str, bootstraps: tuple[str, str], topics: list[str]) -> str:
@@ -63,46 +53,22 @@ def mm2_properties(source: str, target: str, bootstraps: tuple[str, str], topics
     return "".join(f"{k} = {v}\n" for k, v in props.items())
 
 
-class Mm2Run:
+class Mm2Run(Replicator):
     """One MirrorMaker 2 node in dedicated mode, as ``connect-mirror-maker.sh mm2.properties`` starts it."""
 
     def __init__(self, properties: Path, workdir: Path) -> None:
-        self.log = workdir / "mm2.log"
-        (workdir / "log4j2.properties").write_text(_LOG4J2)
+        (workdir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
         java_home = os.environ.get("JAVA_HOME")
         java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java"
-        self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [
-                java,
-                "-Xms256m",
-                "-Xmx2g",  # connect-mirror-maker.sh's heap
-                "-XX:+UseG1GC",
-                f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
-                "-cp",
-                str(libs_dir() / "*"),
-                "org.apache.kafka.connect.mirror.MirrorMaker",
-                str(properties),
-            ],
-            cwd=workdir,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
-    def pids(self) -> list[int]:
-        return [self.process.pid]
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._log_file.close()
+        command = [
+            java,
+            "-Xms256m",
+            "-Xmx2g",  # connect-mirror-maker.sh's heap
+            "-XX:+UseG1GC",
+            f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
+            "-cp",
+            str(libs_dir() / "*"),
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            str(properties),
+        ]
+        super().__init__(command, workdir, "mm2.log")

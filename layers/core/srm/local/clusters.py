@@ -27,9 +27,10 @@ from pathlib import Path
 from srm.local.kafka import libs_dir
 from srm.local.store import free_port
 
-__all__ = ["ClusterError", "Listener", "LocalCluster"]
+__all__ = ["LOG4J2_PROPERTIES", "ClusterError", "Listener", "LocalCluster"]
 
-_LOG4J2 = """\
+# Kafka at INFO (a failing test shows what the broker did), everything else at WARN
+LOG4J2_PROPERTIES = """\
 status = error
 appender.out.type = Console
 appender.out.name = OUT
@@ -160,7 +161,7 @@ class LocalCluster:
             return self
         self._allocate()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        (self.data_dir / "log4j2.properties").write_text(_LOG4J2)
+        (self.data_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
         self._format()
         for node in self._nodes:
             self._launch(node)
