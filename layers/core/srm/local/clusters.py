@@ -93,6 +93,14 @@ def _cluster_id() -> str:
     return text
 
 
+def _java_failure(output: bytes) -> str:
+    """The line of a JVM tool's output that says why it failed: the root cause of a stack trace, else the last."""
+    lines = [ln.strip() for ln in output.decode(errors="replace").splitlines() if ln.strip()]
+    causes = [ln for ln in lines if ln.startswith("Caused by:")]
+    errors = [ln for ln in lines if "Exception" in ln or "Error" in ln or ln.startswith("error:")]
+    return (causes or errors or lines or ["no output"])[-1 if causes else 0]
+
+
 def _group_alive(group: int) -> bool:
     """Whether a process of the group still runs (zombies waiting to be reaped do not count)."""
     proc = Path("/proc")
@@ -267,17 +275,24 @@ class LocalCluster:
         for user, password in self.scram_users.items():
             for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
                 scram += ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
-        runs = []
-        for node in pending:
-            properties = self._write_properties(node)
-            args = ("format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted", *scram)
-            command = self._java("kafka.tools.StorageTool", *args, jvm=("-Xmx256m", "-XX:TieredStopAtLevel=1"))
-            runs.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        for run in runs:
-            out, _ = run.communicate(timeout=120)
-            if run.returncode != 0:
-                lines = out.decode(errors="replace").strip().splitlines() or ["no output"]
-                raise ClusterError(f"cannot format kafka {self.alias}'s storage: {lines[-1]}")
+        for attempt in (1, 2):  # a format that failed wrote nothing; once more before giving up
+            runs = []
+            for node in pending:
+                properties = self._write_properties(node)
+                args = ("format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted", *scram)
+                command = self._java("kafka.tools.StorageTool", *args, jvm=("-Xmx256m", "-XX:TieredStopAtLevel=1"))
+                runs.append((node, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+            failed = []
+            for node, run in runs:
+                out, _ = run.communicate(timeout=120)
+                if run.returncode != 0:
+                    with open(self.log_path, "ab") as log:  # the whole story, for the failing test's report
+                        log.write(f"format of node {node.node_id} failed (attempt {attempt}):\n".encode() + out)
+                    failed.append((node, out))
+            if not failed:
+                return
+            pending = [node for node, _ in failed]
+        raise ClusterError(f"cannot format kafka {self.alias}'s storage: {_java_failure(failed[0][1])}")
 
     def _launch(self, node: _Node) -> None:
         properties = self._write_properties(node)
