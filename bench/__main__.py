@@ -21,7 +21,7 @@ from bench.endtoend import Scenario, run_scenario
 from bench.handler import build_events, run_handler
 from bench.limit import run_limit
 from bench.measure import PathResult
-from bench.mm2 import MM2_TUNING
+from bench.mm2 import MM2_EXACTLY_ONCE, MM2_TUNING
 from bench.report import compare, table, write_json
 from bench.workload import Workload, create_topics, end_offsets, produce_backlog, wait_for_offsets
 from srm.local.kafka import kafka_version
@@ -42,6 +42,12 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--live-seconds", type=float, default=20.0, help="length of the 10k records/s live stream")
     parser.add_argument("--window-ms", type=int, default=500, help="batching window of the end-to-end runs")
     parser.add_argument("--only", choices=["limit", "handler", "e2e"], action="append", help="run only these paths")
+    parser.add_argument(
+        "--delivery",
+        choices=["at-least-once", "exactly-once"],
+        action="append",
+        help="end-to-end runs (srm run and MirrorMaker 2) of only this guarantee (default both)",
+    )
     parser.add_argument("--no-default-batch", action="store_true", help="skip the BatchSize 100 end-to-end run")
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--keep", action="store_true", help="keep the clusters' data directory")
@@ -134,7 +140,10 @@ def main() -> int:
     }
     workloads = {k: w for k, w in workloads.items() if w.records > 0}
     live = Workload("live", "bench.live", int(10_000 * args.live_seconds), 200, PARTITIONS)
+    # each run its own live topic: records another run streamed earlier would be its backlog
     live_mm2 = Workload("live", "bench.mm2live", live.records, 200, PARTITIONS)
+    live_eos = Workload("live", "bench.eoslive", live.records, 200, PARTITIONS)
+    live_mm2_eos = Workload("live", "bench.mm2eoslive", live.records, 200, PARTITIONS)
     workdir = Path(tempfile.mkdtemp(prefix="srm-bench-"))
     clusters = [LocalCluster(alias, workdir / alias / "data") for alias in ("source", "target")]
     results: dict[str, Any] = {
@@ -156,7 +165,8 @@ def main() -> int:
         for cluster in clusters:
             cluster.start()
         bootstraps = (clusters[0].bootstrap, clusters[1].bootstrap)
-        create_topics(bootstraps[0], {w.topic: w.partitions for w in [*workloads.values(), live, live_mm2]})
+        lives = [live, live_mm2, live_eos, live_mm2_eos]
+        create_topics(bootstraps[0], {w.topic: w.partitions for w in [*workloads.values(), *lives]})
         for w in workloads.values():
             seconds = produce_backlog(bootstraps[0], w)
             print(f"produced {w.label()} on {w.topic} in {seconds:.1f}s", flush=True)
@@ -273,7 +283,51 @@ def main() -> int:
                         ),
                     )
                 )
+            # The same race exactly-once: exactly.once.source.support=enabled on srm's flow and MM2's target cluster
+            for name, w in workloads.items():
+                scenarios.append(
+                    (
+                        "e2e_exactly_once",
+                        f"end to end: srm run, BatchSize 10,000, window {args.window_ms} ms, exactly-once",
+                        name,
+                        Scenario(
+                            f"e2e-eos-{name}",
+                            f"e{name[0]}xsrc",
+                            f"e{name[0]}xdst",
+                            10_000,
+                            args.window_ms,
+                            (w,),
+                            live=live_eos if name == "small" else None,
+                            live_seconds=args.live_seconds,
+                            exactly_once=True,
+                        ),
+                    )
+                )
+            for name, w in workloads.items():
+                scenarios.append(
+                    (
+                        "mm2_exactly_once",
+                        f"MirrorMaker 2 {kafka_version()}, dedicated mode, tasks.max {MM2_TUNING['tasks.max']}, "
+                        "exactly-once",
+                        name,
+                        Scenario(
+                            f"mm2-eos-{name}",
+                            f"m{name[0]}xsrc",
+                            f"m{name[0]}xdst",
+                            10_000,
+                            args.window_ms,
+                            (w,),
+                            live=live_mm2_eos if name == "small" else None,
+                            live_seconds=args.live_seconds,
+                            replicator="mm2",
+                            exactly_once=True,
+                        ),
+                    )
+                )
+            delivery = set(args.delivery or ["at-least-once", "exactly-once"])
+            scenarios = [s for s in scenarios if ("exactly-once" if s[3].exactly_once else "at-least-once") in delivery]
             facts["mm2_settings"] = MM2_TUNING
+            facts["mm2_exactly_once_settings"] = MM2_EXACTLY_ONCE
             for key, label, name, scenario in scenarios:
                 labels[key] = label
                 print(f"{label}: {name} …", flush=True)
@@ -284,6 +338,8 @@ def main() -> int:
                     "batching_window_ms": scenario.batching_window_ms,
                 }
                 print(f"  {backlog.records_per_s:,.0f} records/s", flush=True)
+                for remote, seen in run_facts.get("read_committed", {}).items():
+                    print(f"  {remote} read read_committed: {seen}", flush=True)
                 if live_result is not None:
                     results["live"][key] = live_result.as_json()
                     print(f"  live: {results['live'][key]}", flush=True)
@@ -348,26 +404,43 @@ def _summary(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# (srm's path, MM2's, infix of their runs' facts, what to call them)
+_RACES = (("e2e", "mm2", "", ""), ("e2e_exactly_once", "mm2_exactly_once", "-eos", " exactly-once"))
+
+
 def _race(results: dict[str, Any]) -> list[str]:
-    """srm run against MirrorMaker 2 on the same clusters and data: records/s, CPU seconds and peak RSS."""
+    """srm run against MirrorMaker 2 on the same clusters and data, at-least-once and exactly-once side by side:
+    records/s, CPU seconds and peak RSS; exactly-once also what a read_committed consumer finds on the target."""
     paths, facts = results["paths"], results["facts"]
-    if "mm2" not in paths or "e2e" not in paths:
+    races = [race for race in _RACES if race[0] in paths and race[1] in paths]
+    if not races:
         return []
-    settings = facts["mm2_settings"]
-    lines = ["", f"race, srm run vs MirrorMaker 2 (same brokers, data and machine; MM2 settings {settings}):"]
-    for name in paths["mm2"]:
-        srm, mm2 = paths["e2e"].get(name), paths["mm2"][name]
-        if not srm:
-            continue
-        srm_rss = sum(facts.get(f"e2e-{name}", {}).get("peak_rss_mb", {}).values())
-        mm2_rss = sum(facts.get(f"mm2-{name}", {}).get("peak_rss_mb", {}).values())
-        per_million = {k: v["cpu_s"] / max(1, v["records"]) * 1e6 for k, v in (("srm", srm), ("mm2", mm2))}
-        lines.append(
-            f"  {name}: srm {srm['records_per_s']:,.0f} rec/s, MM2 {mm2['records_per_s']:,.0f} rec/s → srm at "
-            f"{srm['records_per_s'] / max(1, mm2['records_per_s']):.2f} × MM2; CPU-s per million records srm "
-            f"{per_million['srm']:.1f}, MM2 {per_million['mm2']:.1f}; peak RSS srm {srm_rss:,.0f} MB (all processes), "
-            f"MM2 {mm2_rss:,.0f} MB"
-        )
+    settings = f"MM2 settings {facts['mm2_settings']}"
+    if any(race[0] == "e2e_exactly_once" for race in races):
+        settings += f"; exactly-once adds {facts['mm2_exactly_once_settings']}"
+    lines = ["", f"race, srm run vs MirrorMaker 2 (same brokers, data and machine; {settings}):"]
+    for name in results["workloads"]:
+        for srm_key, mm2_key, infix, mode in races:
+            srm, mm2 = paths[srm_key].get(name), paths[mm2_key].get(name)
+            if not srm or not mm2:
+                continue
+            srm_facts, mm2_facts = facts.get(f"e2e{infix}-{name}", {}), facts.get(f"mm2{infix}-{name}", {})
+            srm_rss = sum(srm_facts.get("peak_rss_mb", {}).values())
+            mm2_rss = sum(mm2_facts.get("peak_rss_mb", {}).values())
+            per_million = {k: v["cpu_s"] / max(1, v["records"]) * 1e6 for k, v in (("srm", srm), ("mm2", mm2))}
+            lines.append(
+                f"  {name}{mode}: srm {srm['records_per_s']:,.0f} rec/s, MM2 {mm2['records_per_s']:,.0f} rec/s → srm "
+                f"at {srm['records_per_s'] / max(1, mm2['records_per_s']):.2f} × MM2; CPU-s per million records srm "
+                f"{per_million['srm']:.1f}, MM2 {per_million['mm2']:.1f}; peak RSS srm {srm_rss:,.0f} MB (all "
+                f"processes), MM2 {mm2_rss:,.0f} MB"
+            )
+            for who, run in (("srm", srm_facts), ("MM2", mm2_facts)):
+                for remote, seen in run.get("read_committed", {}).items():
+                    lines.append(
+                        f"    {who} {remote} read read_committed: {seen['records']:,} records, {seen['duplicates']:,} "
+                        f"duplicates, {seen['lost']:,} lost; {seen['other_offsets']:,} offsets of commit markers "
+                        "(or aborted records)"
+                    )
     return lines
 
 

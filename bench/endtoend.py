@@ -1,6 +1,7 @@
 """End to end: ``srm run`` (supervisor, moto's DynamoDB server, one worker per flow, emulated event source mappings)
 replicating a backlog, then a steady live stream whose replication latency is measured record by record (target
-arrival − record timestamp)."""
+arrival − record timestamp). A scenario runs at-least-once or exactly-once (``Scenario.exactly_once``), read back as
+``read_committed`` consumers see it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from bench.measure import PathResult, peak_rss_mb, process_cpu_seconds
 from bench.mm2 import Mm2Run, mm2_properties
 from bench.process import Replicator
-from bench.workload import OffsetWatch, Workload, end_offsets, record_stream
+from bench.workload import CommittedWatch, OffsetWatch, Workload, committed_census, end_offsets, record_stream
 
 __all__ = ["LiveResult", "Scenario", "SrmRun", "run_scenario"]
 
@@ -41,6 +42,7 @@ class Scenario:
     live_seconds: float = 20.0
     time_box_s: float | None = None  # stop measuring the backlog after this long (a slow configuration)
     replicator: str = "srm"  # or "mm2": MirrorMaker 2 in dedicated mode (bench.mm2)
+    exactly_once: bool = False  # exactly.once.source.support=enabled (srm's flow; MM2's target cluster)
 
 
 @dataclass
@@ -87,6 +89,7 @@ def _config(scenario: Scenario, bootstraps: tuple[str, str], topics: list[str]) 
                 "enabled": True,
                 "topics": ", ".join(t.replace(".", "\\.") for t in topics),
             }
+            | ({"exactly.once.source.support": "enabled"} if scenario.exactly_once else {})
         },
         "replication.factor": 1,
         "offset-syncs.topic.replication.factor": 1,
@@ -98,13 +101,15 @@ def _config(scenario: Scenario, bootstraps: tuple[str, str], topics: list[str]) 
 
 
 class _Progress:
-    """Samples the remote topics' end offsets until they reach the source's (or a deadline)."""
+    """Samples the records on the remote topics until they reach the source's (or a deadline): their end offsets, or
+    where an exactly-once writer's commit markers take offsets too, the source position of the last committed
+    record."""
 
-    def __init__(self, bootstrap: str, targets: dict[str, list[int]]) -> None:
+    def __init__(self, bootstrap: str, targets: dict[str, list[int]], exactly_once: bool = False) -> None:
         self.bootstrap = bootstrap
         self.targets = targets
         self.wanted = sum(sum(v) for v in targets.values())
-        self.watch = OffsetWatch(bootstrap)
+        self.watch = CommittedWatch(bootstrap) if exactly_once else OffsetWatch(bootstrap)
 
     def total(self) -> int:
         return sum(sum(self.watch.get(t, len(w))) for t, w in self.targets.items())
@@ -143,6 +148,7 @@ def _live_stream(scenario: Scenario, source: str, target: str, remote: str) -> L
             "group.id": "srm-bench-latency",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 10,
+            "isolation.level": "read_committed",  # librdkafka's default: an exactly-once record arrives when committed
         }
     )
     probe.assign([TopicPartition(remote, p, 0) for p in range(workload.partitions)])
@@ -196,7 +202,7 @@ def run_scenario(
     run: Replicator
     if scenario.replicator == "mm2":
         config = workdir / "mm2.properties"
-        config.write_text(mm2_properties(scenario.source, scenario.target, bootstraps, topics))
+        config.write_text(mm2_properties(scenario.source, scenario.target, bootstraps, topics, scenario.exactly_once))
         run = Mm2Run(config, workdir)
     else:
         config = workdir / "srm.yaml"
@@ -206,7 +212,7 @@ def run_scenario(
     live: LiveResult | None = None
     try:
         started = time.monotonic()
-        progress = _Progress(target, targets)
+        progress = _Progress(target, targets, scenario.exactly_once)
         cpu_before: dict[int, float] = {}
 
         def sample_cpu() -> None:
@@ -242,4 +248,12 @@ def run_scenario(
     facts["retried_batches"] = output.count("batch failed, retrying")
     # MirrorMaker 2 logs its failures as ERROR lines (an interrupted sleep at shutdown is not one)
     facts["tracebacks"] = output.count(" ERROR ") if scenario.replicator == "mm2" else output.count("Traceback")
+    if scenario.exactly_once:
+        # what a read_committed consumer finds on the target: every record once, and the writer's commit markers
+        facts["read_committed"] = {}
+        for remote, want in targets.items():
+            census = committed_census(target, remote, len(want))
+            census["duplicates"] = census["records"] - census["distinct"]
+            census["lost"] = sum(want) - census.pop("distinct")
+            facts["read_committed"][remote] = census
     return backlog, live, facts

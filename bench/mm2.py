@@ -3,19 +3,17 @@ Kafka install as the brokers: the peer ``make bench`` races ``srm run`` against,
 
 Tuned as Kafka's MirrorMaker 2 docs suggest (``tasks.max`` of at least 2; producer batching; consumer fetch sizes)
 and to match srm's own clients (idempotent producer, 5 requests in flight, no compression); the settings are
-printed with the result."""
+printed with the result. Exactly-once adds what Kafka's MirrorMaker 2 docs ask of a dedicated cluster
+(``MM2_EXACTLY_ONCE``)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 from bench.process import Replicator
-from srm.local.clusters import LOG4J2_PROPERTIES
-from srm.local.kafka import libs_dir
+from srm.local.mirrormaker import mirror_maker_command
 
-__all__ = ["MM2_TUNING", "Mm2Run", "mm2_properties"]
+__all__ = ["MM2_EXACTLY_ONCE", "MM2_TUNING", "Mm2Run", "mm2_properties"]
 
 # Beside the flow's clusters and topics; `T`/`S` stand for the target and source aliases.
 MM2_TUNING = {
@@ -30,8 +28,20 @@ MM2_TUNING = {
     "S.consumer.max.partition.fetch.bytes": "10485760",
 }
 
+# Exactly-once writes to the target (Connect's transactional source tasks, one transaction per poll); dedicated mode
+# needs its internal REST server for that (KIP-710), here on a free port so nothing else on the machine clashes; the
+# source is read read_committed as the docs advise and as srm's exactly-once flows read it.
+MM2_EXACTLY_ONCE = {
+    "T.exactly.once.source.support": "enabled",
+    "dedicated.mode.enable.internal.rest": "true",
+    "listeners": "http://localhost:0",
+    "S.consumer.isolation.level": "read_committed",
+}
 
-def mm2_properties(source: str, target: str, bootstraps: tuple[str, str], topics: list[str]) -> str:
+
+def mm2_properties(
+    source: str, target: str, bootstraps: tuple[str, str], topics: list[str], exactly_once: bool = False
+) -> str:
     """An ``mm2.properties`` replicating ``topics`` from ``source`` to ``target`` (single-broker clusters)."""
     props = {
         "clusters": f"{source}, {target}",
@@ -48,7 +58,7 @@ def mm2_properties(source: str, target: str, bootstraps: tuple[str, str], topics
         "status.storage.replication.factor": "1",
         "sync.topic.acls.enabled": "false",  # the bench clusters run no authorizer
     }
-    for key, value in MM2_TUNING.items():
+    for key, value in (MM2_TUNING | (MM2_EXACTLY_ONCE if exactly_once else {})).items():
         props[key.replace("T.", f"{target}.", 1).replace("S.", f"{source}.", 1)] = value
     return "".join(f"{k} = {v}\n" for k, v in props.items())
 
@@ -57,18 +67,4 @@ class Mm2Run(Replicator):
     """One MirrorMaker 2 node in dedicated mode, as ``connect-mirror-maker.sh mm2.properties`` starts it."""
 
     def __init__(self, properties: Path, workdir: Path) -> None:
-        (workdir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
-        java_home = os.environ.get("JAVA_HOME")
-        java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java"
-        command = [
-            java,
-            "-Xms256m",
-            "-Xmx2g",  # connect-mirror-maker.sh's heap
-            "-XX:+UseG1GC",
-            f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
-            "-cp",
-            str(libs_dir() / "*"),
-            "org.apache.kafka.connect.mirror.MirrorMaker",
-            str(properties),
-        ]
-        super().__init__(command, workdir, "mm2.log")
+        super().__init__(mirror_maker_command(properties, workdir), workdir, "mm2.log")

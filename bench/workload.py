@@ -8,15 +8,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 __all__ = [
+    "CommittedWatch",
     "OffsetWatch",
     "Workload",
+    "committed_census",
     "create_topics",
     "end_offsets",
     "produce_backlog",
+    "record_seq",
     "record_stream",
     "wait_for_offsets",
 ]
@@ -85,6 +88,11 @@ def record_stream(
             ("seq", b"%d" % i),
         ]
         yield i % workload.partitions, b"customer-%05d" % (i % 50_000), value, headers
+
+
+def record_seq(value: bytes) -> int:
+    """The sequence number a value of :func:`record_stream` starts with (``{"seq":<i>,``)."""
+    return int(value[7 : value.index(b",", 7)])
 
 
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
@@ -159,6 +167,83 @@ class OffsetWatch:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+def _committed_reader(bootstrap: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "srm-bench-committed",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+        }
+    )
+
+
+def _read_to_end(consumer: Consumer, starts: list[TopicPartition], timeout: float) -> Iterator[tuple[int, bytes]]:
+    """``(partition, value)`` of every committed record from ``starts`` to each partition's end as it is now."""
+    consumer.assign(starts)
+    open_ = {tp.partition for tp in starts}
+    deadline = time.monotonic() + timeout
+    try:
+        while open_ and time.monotonic() < deadline:
+            for m in consumer.consume(10_000, 0.5):
+                error = m.error()
+                if error is None:
+                    yield m.partition(), m.value()
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    open_.discard(m.partition())
+    finally:
+        consumer.unassign()
+
+
+class CommittedWatch(OffsetWatch):
+    """Records replicated to a remote topic of a :func:`produce_backlog` topic, per partition, as ``read_committed``
+    readers see them, asked again and again: the source position after the partition's last committed record
+    (record ``seq`` sits at offset ``seq // partitions`` of the source). A transactional topic's end offsets also
+    count its commit markers, one per transaction and partition, so they overtake the records; this does not."""
+
+    window = 64  # offsets read back from the end first: enough for a few markers between records
+
+    def get(self, topic: str, partitions: int) -> list[int]:
+        if self._consumer is None:
+            self._consumer = _committed_reader(self.bootstrap)
+        try:
+            ends = end_offsets(self.bootstrap, topic, partitions, self._consumer)
+        except KafkaException:
+            self.close()
+            return [0] * partitions
+        counts = [0] * partitions
+        todo, back = {p: end for p, end in enumerate(ends) if end > 0}, self.window
+        while todo:  # a window of markers or aborted records only: look further back
+            starts = [TopicPartition(topic, p, max(0, end - back)) for p, end in todo.items()]
+            for p, value in _read_to_end(self._consumer, starts, timeout=10):
+                counts[p] = record_seq(value) // partitions + 1
+            todo = {p: end for p, end in todo.items() if not counts[p] and end > back}
+            back *= 8
+        return counts
+
+
+def committed_census(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
+    """A whole remote topic read ``read_committed``: its records, the distinct source records among them, and the
+    offsets that hold no committed record (transaction markers, aborted records; 0 for a non-transactional
+    writer)."""
+    consumer = _committed_reader(bootstrap)
+    uncommitted = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "srm-bench-offsets", "isolation.level": "read_uncommitted"}
+    )
+    try:
+        seqs = [
+            record_seq(v)
+            for _, v in _read_to_end(consumer, [TopicPartition(topic, p, 0) for p in range(partitions)], 300)
+        ]
+        offsets = sum(end_offsets(bootstrap, topic, partitions, uncommitted))
+    finally:
+        consumer.close()
+        uncommitted.close()
+    return {"records": len(seqs), "distinct": len(set(seqs)), "other_offsets": offsets - len(seqs)}
 
 
 def wait_for_offsets(

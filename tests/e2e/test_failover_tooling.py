@@ -59,6 +59,7 @@ def test_offsets_command_prints_and_exports_what_the_group_resumes_from(failed_o
     assert shown.returncode == 0, shown.stderr
     remote = f"a.{f['topic']}"
     assert f"{remote}" in shown.stdout and "12" in shown.stdout and "30" in shown.stdout
+    assert shown.stdout.count("srm (exact)") == 2, shown.stdout  # srm's own checkpoints, not another writer's
     assert exported.returncode == 0, exported.stderr
     assert exported.stdout.splitlines() == [f"{remote},0,12", f"{remote},1,30"]
     # and they are what the checkpoint function committed to the idle group on b

@@ -117,7 +117,9 @@ def _settled_watermarks(consumer: Consumer, bootstrap: str, tp: TopicPartition, 
     low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
     if isolation != "read_committed":
         return low, high
-    log_end = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("ends"), "isolation.level": "read_uncommitted"})
+    log_end = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("ends"), "isolation.level": "read_uncommitted"}
+    )
     try:
         end = log_end.get_watermark_offsets(tp, timeout=10, cached=False)[1]
         deadline = time.monotonic() + 3.0

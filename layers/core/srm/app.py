@@ -77,6 +77,7 @@ from srm.replication.mirror import (
     log_start_lookup,
     offset_syncs_topic,
 )
+from srm.replication.takeover import Takeover
 from srm.replication.topic_sync import SeenOnce, TopicSyncContext
 
 __all__ = ["App", "Environment", "secrets_manager_resolver"]
@@ -313,15 +314,18 @@ class App:
         """The topic-sync function's dependencies for this container's flow."""
         flow, config, settings, policy = self._bind()
         source, target = flow
+        source_admin = self.kafka.admin(config, source, flow)
+        target_admin = self.kafka.admin(config, target, flow)
         return TopicSyncContext(
             source=source,
             target=target,
             settings=settings,
             policy=policy,
-            source_admin=self.kafka.admin(config, source, Flow(source, target)),
+            source_admin=source_admin,
             remote_topics=self.remote_topics(config, source, target),
             event_sources=self.event_sources,
-            target_admin=self.kafka.admin(config, target, Flow(source, target)),
+            target_admin=target_admin,
+            takeover=Takeover.for_flow(config, flow, self.kafka.resolver, source_admin, target_admin),
             state=self.state,
             acls=self._flow_acls(source, target),
             flows=config.flows,

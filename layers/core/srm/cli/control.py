@@ -34,13 +34,14 @@ from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreEr
 from srm.aws.state import StateError, StateStore, create_state_table
 from srm.config.settings import load_file
 from srm.control.edits import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
-from srm.control.failover import NoOffsetsError, export_csv, failover_offsets, untranslated_notes
+from srm.control.failover import NoOffsetsError, export_csv, failover_offsets, translated_by, untranslated_notes
 from srm.control.status import FlowStatus
 from srm.core.filters import parse_list
 from srm.errors import ConfigError, PermanentError, SrmError
 from srm.flow import Flow
 from srm.kafka.readers import KafkaStatusProbe
 from srm.local.store import STATE_DIR, local_store_url
+from srm.replication.takeover import take_over
 
 __all__ = ["COMMANDS", "Session", "UsageError", "build_parser", "main"]
 
@@ -550,8 +551,52 @@ def _offsets(session: Session, args: argparse.Namespace) -> int:
         else:
             session.out.write(export_csv(offsets))
         return 0
-    rows = [[c.topic, str(c.partition), str(c.offset), str(c.upstream_offset)] for c in offsets]
-    session.print(*_table(["TOPIC", "PARTITION", "OFFSET", f"OFFSET ON {args.source}"], rows))
+    try:
+        by = translated_by(state, args.source, args.target, args.group, offsets)
+    except StateError as e:
+        session.warn(f"cannot tell srm's checkpoints from MirrorMaker 2's: {e}")
+        by = {}
+    rows = [
+        [c.topic, str(c.partition), str(c.offset), str(c.upstream_offset), by.get((c.topic, c.partition), "?")]
+        for c in offsets
+    ]
+    session.print(*_table(["TOPIC", "PARTITION", "OFFSET", f"OFFSET ON {args.source}", "TRANSLATED BY"], rows))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# takeover
+# ---------------------------------------------------------------------------------------------------------------
+def register_takeover(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "takeover",
+        parents=[common],
+        help="start a flow where MirrorMaker 2 stopped (after MM2 is stopped, before srm replicates)",
+        description="Per partition of the topics the flow replicates: where srm starts and where that was read. A "
+        "partition srm never replicated starts at MirrorMaker 2's committed position (its offsets topic "
+        "mm2-offsets.<source>.internal on the target), else after its newest offset sync, else at the log start; "
+        "the position is committed to the partition's event source mapping group on the source. `srm run` and "
+        "topic sync do the same by themselves before they create a mapping; run this to see it first (--dry-run), "
+        "or before deploying. TAIL counts the copies MM2 made past its recorded position: srm writes them again.",
+    )
+    _flow_args(p)
+    p.add_argument("--dry-run", action="store_true", help="print where each partition would start; write nothing")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a cluster (default 30)")
+    p.set_defaults(handler=_takeover)
+
+
+def _takeover(session: Session, args: argparse.Namespace) -> int:
+    config = session.store().load(fresh=True)
+    flow = config.check_flow(args.source, args.target)
+    report = take_over(
+        config, flow, secrets_manager_resolver(session.region), dry_run=args.dry_run, timeout=args.timeout
+    )
+    if args.json:
+        json.dump(report.to_dict(), session.out, indent=2)
+        session.out.write("\n")
+    else:
+        session.print(*report.lines())
     return 0
 
 
@@ -562,6 +607,7 @@ COMMANDS: list[Register] = [
     register_config,
     register_status,
     register_offsets,
+    register_takeover,
 ]
 
 

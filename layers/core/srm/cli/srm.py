@@ -59,6 +59,23 @@ def _parser() -> argparse.ArgumentParser:
         "topics each flow would replicate now; exit 1 when a cluster does not answer",
     )
     check.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for a cluster (default 5)")
+    takeover = sub.add_parser(
+        "takeover",
+        help="where each partition of a flow starts after MirrorMaker 2 (commit it with --no-dry-run; `srm run` "
+        "does it by itself)",
+        description="A partition srm never replicated starts at MirrorMaker 2's committed position (its offsets "
+        "topic mm2-offsets.<source>.internal on the target), else after its newest offset sync, else at the log "
+        "start. Prints each partition's start, where it was read and MM2's tail (copies it made past that position, "
+        "written again). Dry run by default: `srm run` commits the same positions before it starts a mapping.",
+    )
+    takeover.add_argument("--config", required=True, type=Path, help="the config file srm run will be given")
+    takeover.add_argument("--source", metavar="ALIAS", help="one flow's source (default: every enabled flow)")
+    takeover.add_argument("--target", metavar="ALIAS", help="one flow's target")
+    takeover.add_argument(
+        "--no-dry-run", dest="dry_run", action="store_false", help="commit the start positions to the mapping groups"
+    )
+    takeover.add_argument("--json", action="store_true", help="machine-readable output")
+    takeover.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a cluster (default 30)")
     metrics = sub.add_parser(
         "metrics", help="the flows and topics of the srm run in this directory: status, records/s, latency, lag"
     )
@@ -110,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 timeout=args.timeout,
             )
             return print_report(report, print)
+        if args.command == "takeover":
+            return _takeover(args)
         if args.command == "metrics":
             from srm.cli.metrics import watch
             from srm.local.api_client import MetricsApiClient, find_api_url
@@ -129,6 +148,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(e, PermanentError) else 1
     except KeyboardInterrupt:
         return 0 if args.command == "metrics" else 130
+
+
+def _takeover(args: argparse.Namespace) -> int:
+    import json
+
+    from srm.app import secrets_manager_resolver
+    from srm.flow import Flow
+    from srm.replication.takeover import take_over
+
+    config = load_file(args.config)
+    if bool(args.source) != bool(args.target):
+        raise ConfigError("takeover: give both --source and --target, or neither")
+    flows = [config.check_flow(args.source, args.target)] if args.source else list(config.enabled_flows())
+    resolver = secrets_manager_resolver(_region())
+    reports = [take_over(config, Flow(*f), resolver, dry_run=args.dry_run, timeout=args.timeout) for f in flows]
+    if args.json:
+        print(json.dumps([r.to_dict() for r in reports], indent=2))
+    for report in [] if args.json else reports:
+        print("\n".join(report.lines()))
+    return 0
 
 
 def _region() -> str:

@@ -18,7 +18,7 @@ from srm.kafka.admin import group_offsets
 from srm.kafka.clients import admin_config, build
 from srm.mm2.client import CheckpointedOffset, MirrorClient
 
-__all__ = ["NoOffsetsError", "export_csv", "failover_offsets", "untranslated_notes"]
+__all__ = ["NoOffsetsError", "export_csv", "failover_offsets", "translated_by", "untranslated_notes"]
 
 
 class NoOffsetsError(PermanentError, LookupError):
@@ -77,6 +77,20 @@ def untranslated_notes(state: StateStore, source: str, target: str, group: str) 
             )
         lines.append(line)
     return lines
+
+
+def translated_by(
+    state: StateStore, source: str, target: str, group: str, offsets: list[CheckpointedOffset]
+) -> dict[tuple[str, int], str]:
+    """Who wrote each checkpoint: srm, exactly (the checkpoint its state records having emitted), or another writer
+    of the same topic — MirrorMaker 2 before a take-over, whose translation is only as exact as its offset syncs."""
+    emitted = {(c.remote_topic, p): c for (_, p), c in state.checkpoints(source, target, group).emitted.items()}
+    result = {}
+    for c in offsets:
+        mine = emitted.get((c.topic, c.partition))
+        exact = mine is not None and (mine.upstream_offset, mine.downstream_offset) == (c.upstream_offset, c.offset)
+        result[(c.topic, c.partition)] = "srm (exact)" if exact else "MirrorMaker 2 (offset syncs)"
+    return result
 
 
 def _why_no_checkpoint(

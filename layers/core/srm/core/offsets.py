@@ -215,8 +215,8 @@ def doubt(runs: Sequence[Run], upstream_offset: int, origin: Origin | None) -> D
             upstream_offset,
             origin.offset,
             f"the state's offset runs begin at {origin.offset}, where the mirror resumed from a committed offset: "
-            "records below it were replicated by an earlier run whose state is gone (lost, or restored from an "
-            "older backup)",
+            "records below it were replicated by an earlier run whose offset runs srm does not have (MirrorMaker 2 "
+            "before a take-over, or a state lost or restored from an older backup)",
         )
     before = runs[i - 1]
     if run.downstream == before.downstream_end:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -72,8 +72,10 @@ def sync_mappings(
     plan: TopicPlan,
     settings: FlowSettings,
     state: StateStore | None = None,
+    before_create: Callable[[str, int], None] | None = None,
 ) -> MappingSyncResult:
-    """Observe, decide, apply; then record the mappings in the state table (only what changed is written)."""
+    """Observe, decide, apply; then record the mappings in the state table (only what changed is written).
+    ``before_create(topic, partitions)`` runs before a mapping is created (where to start: a take-over)."""
     config = port.desired_config(settings)
     observed = port.observe(source, target)
     # A disabled flow keeps its mappings, paused: enabling it again resumes each from its committed offsets.
@@ -85,6 +87,8 @@ def sync_mappings(
     errors: dict[str, Exception] = {}
     for change in decide_mappings(wanted, plan.source_topics, observed):
         try:
+            if change.action == "create" and before_create is not None:
+                before_create(change.topic, plan.replicated[change.topic][1])
             outcome = _apply(port, source, target, change)
         except Exception as e:  # one mapping's failure must not hold up the others; all are reported below
             errors[str(change)] = e

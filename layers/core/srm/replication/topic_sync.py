@@ -46,6 +46,7 @@ from srm.metrics.schema import TopicSyncRun
 from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.mappings import EventSourceMappings, MappingSyncResult, sync_mappings
+from srm.replication.takeover import Takeover
 
 __all__ = ["TopicSyncContext", "TopicSyncError", "TopicSyncResult", "sync_topics"]
 
@@ -84,6 +85,7 @@ class TopicSyncContext:
     flows: tuple[Flow, ...] = ()  # every flow of the configuration (the identity loop guard)
     warned: SeenOnce = field(default_factory=lambda: SeenOnce())  # per container, held by the App
     metrics: Emitter = field(default_factory=NullEmitter)
+    takeover: Takeover | None = None  # a partition srm never replicated starts where MirrorMaker 2 stood
 
 
 class TopicSyncError(RetriableError, RuntimeError):
@@ -170,7 +172,8 @@ def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncRe
             state.update_flow_status(source, target, **facts)
     if ctx.event_sources is not None:
         try:
-            result.mappings = sync_mappings(ctx.event_sources, source, target, plan, settings, state)
+            before_create = ctx.takeover.before_create if ctx.takeover is not None else None
+            result.mappings = sync_mappings(ctx.event_sources, source, target, plan, settings, state, before_create)
         except Exception as e:  # EventSourceMappingError, botocore and Kafka errors alike: reported with the rest
             errors["event source mappings"] = e
     ctx.metrics.emit(

@@ -1,0 +1,333 @@
+"""Taking a flow over from MirrorMaker 2: where each partition's replication starts.
+
+An MM2 user stops MM2 and starts srm on the same ``mm2.properties``. Before a topic's event source mapping is
+created, each of its partitions the mapping's group has no committed offset for (srm never replicated it) is given
+one on the source, where MM2 stood:
+
+1. MM2's committed source position, from its Connect offsets topic (``mm2-offsets.<source>.internal`` on the
+   target in dedicated mode): the record after the last one MM2 recorded as replicated, where MM2 itself resumes;
+2. else MM2's newest offset sync of the partition (its offset-syncs topic): the record after the synced one;
+3. else nothing is committed and the mapping starts at the log start, as it always does.
+
+Neither the beginning (everything twice) nor the end (records lost). What MM2 wrote after the position it recorded
+is written again: MM2 records its position every ``offset.flush.interval.ms`` (and when it stops cleanly), so a
+crash leaves a tail of copies it did not record. That tail is counted from the remote partition's end and the
+nearest offset sync (records between a sync and the position are taken to be contiguous, as they are without
+compaction or transactions on the source).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, cast
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from srm.config.secrets import SecretResolver
+from srm.config.settings import SrmConfig
+from srm.core.plans import mapping_group_id, plan_topics
+from srm.core.source_offsets import offsets_topic
+from srm.errors import RetriableError
+from srm.flow import Flow
+from srm.kafka.admin import end_offsets, list_topics
+from srm.kafka.clients import admin_config, build, consumer_config
+from srm.kafka.transactions import TransactionError, read_source_offsets
+from srm.mm2.client import read_to_end
+from srm.mm2.formats import FormatError, OffsetSync
+from srm.mm2.policy import ReplicationPolicy
+from srm.replication.mirror import offset_syncs_topic
+
+__all__ = ["StartPosition", "Takeover", "TakeoverError", "TakeoverReport", "mm2_tail", "take_over"]
+
+log = logging.getLogger(__name__)
+
+StartFrom = Literal["srm", "mm2-offsets", "mm2-offset-sync", "log-start"]
+
+
+class TakeoverError(RetriableError, RuntimeError):
+    """MM2's positions could not be read (the mapping is not created: the next topic sync tries again)."""
+
+
+@dataclass(frozen=True)
+class StartPosition:
+    """Where replication of one source partition starts, and why."""
+
+    topic: str
+    partition: int
+    offset: int | None  # the first source offset srm replicates; None: the log start
+    start_from: StartFrom
+    where: str  # the topic (and cluster) the position was read from, for an operator
+    tail: int | None = None  # copies on the target MM2 made past ``offset``: written again (None: unknown)
+
+    @property
+    def from_mm2(self) -> bool:
+        return self.start_from in ("mm2-offsets", "mm2-offset-sync")
+
+
+def mm2_tail(position: int, remote_end: int, sync: OffsetSync | None) -> int | None:
+    """How many records on the remote partition (end ``remote_end``) are copies of source records at or after
+    ``position``, by the offset ``sync`` nearest to it: the sync's downstream offset holds the copy of its upstream
+    one, and the records between the sync and ``position`` lie contiguously on both sides. None without a sync."""
+    if sync is None:
+        return None
+    below = position - 1 - sync.upstream_offset  # copies between the synced record and the position (< 0: after)
+    return max(0, remote_end - 1 - sync.downstream_offset - below)
+
+
+@dataclass
+class Takeover:
+    """Reads MM2's positions for a flow and commits them to the flow's mapping groups on the source."""
+
+    source: str
+    target: str
+    policy: ReplicationPolicy
+    source_admin: AdminClient
+    target_admin: AdminClient
+    target_reader: Mapping[str, Any]  # consumer settings for the target (MM2's offsets topic)
+    syncs_reader: Mapping[str, Any]  # consumer settings for the cluster holding the offset-syncs topic
+    syncs_admin: AdminClient
+    syncs_topic: str
+    timeout_s: float = 30.0
+
+    @classmethod
+    def for_flow(
+        cls,
+        config: SrmConfig,
+        flow: Flow,
+        resolver: SecretResolver,
+        source_admin: AdminClient | None = None,
+        target_admin: AdminClient | None = None,
+    ) -> Takeover:
+        """The flow's take-over, with the configuration's clients (admins built unless given)."""
+        source, target = flow
+        settings, policy = config.settings(source, target), config.policy(source, target)
+        location, syncs_topic = offset_syncs_topic(source, target, settings, policy)
+
+        def admin(alias: str) -> AdminClient:
+            conf = admin_config(config, alias, flow, resolver)
+            return cast(AdminClient, build(AdminClient, conf, config, alias, "admin"))
+
+        def reader(alias: str) -> dict[str, Any]:
+            return consumer_config(config, alias, flow, group_id="srm-takeover", resolver=resolver)
+
+        source_admin = source_admin or admin(source)
+        target_admin = target_admin or admin(target)
+        return cls(
+            source=source,
+            target=target,
+            policy=policy,
+            source_admin=source_admin,
+            target_admin=target_admin,
+            target_reader=reader(target),
+            syncs_reader=reader(location),
+            syncs_admin=source_admin if location == source else target_admin,
+            syncs_topic=syncs_topic,
+        )
+
+    def topics(self, config: SrmConfig) -> dict[str, int]:
+        """The topics the flow replicates now, by partition count (as topic sync selects them)."""
+        plan = plan_topics(
+            list_topics(self.source_admin, self.timeout_s),
+            source=self.source,
+            policy=self.policy,
+            replicate=config.replicate(self.source, self.target),
+        )
+        return {topic: partitions for topic, (_, partitions) in plan.replicated.items()}
+
+    def plan(self, topics: Mapping[str, int]) -> list[StartPosition]:
+        """Where each partition of ``topics`` (name → partition count) starts."""
+        committed = self._committed(topics)
+        open_ = [(t, p) for t, n in sorted(topics.items()) for p in range(n) if (t, p) not in committed]
+        offsets = self._mm2_offsets(open_) if open_ else {}
+        syncs = self._offset_syncs({t for t, _ in open_}) if open_ else {}
+        remote = [(self.policy.format_remote_topic(self.source, t), p) for t, p in open_]
+        ends = end_offsets(self.target_admin, remote) if open_ else {}
+        result = []
+        for topic, n in sorted(topics.items()):
+            for p in range(n):
+                if (topic, p) in committed:
+                    where = f"{mapping_group_id(self.source, self.target, topic)} on {self.source}"
+                    result.append(StartPosition(topic, p, committed[(topic, p)], "srm", where))
+                    continue
+                end = ends.get((self.policy.format_remote_topic(self.source, topic), p), 0)
+                nearest = _nearest(syncs.get((topic, p), []), offsets.get((topic, p)))
+                if (topic, p) in offsets:
+                    start = offsets[(topic, p)]
+                    where = f"{offsets_topic(self.source)} on {self.target}"
+                    result.append(StartPosition(topic, p, start, "mm2-offsets", where, mm2_tail(start, end, nearest)))
+                elif nearest is not None:
+                    start = nearest.upstream_offset + 1
+                    where = f"{self.syncs_topic} on {self._syncs_location()}"
+                    tail = mm2_tail(start, end, nearest)
+                    result.append(StartPosition(topic, p, start, "mm2-offset-sync", where, tail))
+                else:
+                    result.append(StartPosition(topic, p, None, "log-start", "no position recorded"))
+        return result
+
+    def apply(self, positions: list[StartPosition]) -> list[StartPosition]:
+        """Commit MM2's positions to the mapping groups (their mappings are not running yet); returns those."""
+        taken = [s for s in positions if s.from_mm2 and s.offset is not None]
+        by_group: dict[str, list[TopicPartition]] = {}
+        for s in taken:
+            assert s.offset is not None
+            group = mapping_group_id(self.source, self.target, s.topic)
+            by_group.setdefault(group, []).append(TopicPartition(s.topic, s.partition, s.offset))
+        for group, tps in by_group.items():
+            request = ConsumerGroupTopicPartitions(group, tps)
+            try:
+                self.source_admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)[group].result(
+                    self.timeout_s
+                )
+            except KafkaException as e:
+                raise TakeoverError(f"cannot commit MirrorMaker 2's positions to {group}: {e.args[0]}") from None
+        for s in taken:
+            tail = "unknown" if s.tail is None else str(s.tail)
+            log.warning(
+                "%s->%s: taking over %s-%d from MirrorMaker 2 at offset %d (%s); copies MM2 made past it, written "
+                "again: %s",
+                self.source,
+                self.target,
+                s.topic,
+                s.partition,
+                s.offset,
+                s.where,
+                tail,
+            )
+        return taken
+
+    def before_create(self, topic: str, partitions: int) -> None:
+        """A mapping of ``topic`` is about to be created: start it where MM2 stood."""
+        self.apply(self.plan({topic: partitions}))
+
+    # -- reads --------------------------------------------------------------------------------------------------
+    def _committed(self, topics: Mapping[str, int]) -> dict[tuple[str, int], int]:
+        requests = {
+            mapping_group_id(self.source, self.target, t): [TopicPartition(t, p) for p in range(n)]
+            for t, n in topics.items()
+        }
+        found: dict[tuple[str, int], int] = {}
+        for group, tps in requests.items():  # one group per request (librdkafka)
+            try:
+                answer = self.source_admin.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s
+                )[group].result(self.timeout_s)
+            except KafkaException as e:
+                raise TakeoverError(f"cannot read the committed offsets of {group}: {e.args[0]}") from None
+            for tp in answer.topic_partitions or []:
+                if tp.offset is not None and tp.offset >= 0:
+                    found[(tp.topic, tp.partition)] = tp.offset
+        return found
+
+    def _mm2_offsets(self, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """MM2's next source offset per partition, from its Connect offsets topic (if there is one)."""
+        topic = offsets_topic(self.source)
+        if topic not in list_topics(self.target_admin, self.timeout_s):
+            return {}
+        try:
+            found = read_source_offsets(
+                self.target_reader, topic, [(self.source, t, p) for t, p in wanted], self.timeout_s
+            )
+        except TransactionError as e:
+            raise TakeoverError(str(e)) from None
+        return {key: offset.next for key, offset in found.items()}
+
+    def _offset_syncs(self, topics: set[str]) -> dict[tuple[str, int], list[OffsetSync]]:
+        """Every offset sync of ``topics`` still in the offset-syncs topic, oldest first."""
+        if self.syncs_topic not in list_topics(self.syncs_admin, self.timeout_s):
+            return {}
+        consumer = Consumer({**self.syncs_reader, "group.id": "srm-takeover-reader", "enable.auto.commit": "false"})
+        found: dict[tuple[str, int], list[OffsetSync]] = {}
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(self.syncs_topic, 0), timeout=self.timeout_s)
+            for msg in read_to_end(consumer, {(self.syncs_topic, 0): (low, high)}, self.timeout_s, poll_s=0.1):
+                try:
+                    sync = OffsetSync.decode(msg.key(), msg.value())
+                except FormatError:
+                    continue
+                if sync.topic in topics:
+                    found.setdefault((sync.topic, sync.partition), []).append(sync)
+        except (KafkaException, TimeoutError) as e:
+            raise TakeoverError(f"cannot read {self.syncs_topic}: {e}") from None
+        finally:
+            consumer.close()
+        return found
+
+    def _syncs_location(self) -> str:
+        return self.source if self.syncs_admin is self.source_admin else self.target
+
+
+def _nearest(syncs: list[OffsetSync], position: int | None) -> OffsetSync | None:
+    """The sync to count a tail from: the newest at or below ``position`` (None: the newest of all), else the
+    oldest above it."""
+    if not syncs:
+        return None
+    if position is None:
+        return syncs[-1]
+    below = [s for s in syncs if s.upstream_offset < position]
+    if below:
+        return max(below, key=lambda s: s.upstream_offset)
+    return min(syncs, key=lambda s: s.upstream_offset)
+
+
+@dataclass(frozen=True)
+class TakeoverReport:
+    flow: Flow
+    positions: list[StartPosition]
+    dry_run: bool
+
+    @property
+    def from_mm2(self) -> list[StartPosition]:
+        return [p for p in self.positions if p.from_mm2]
+
+    @property
+    def tail(self) -> int:
+        """Copies MM2 made past its recorded positions (known ones): srm writes them again."""
+        return sum(p.tail or 0 for p in self.from_mm2)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": str(self.flow),
+            "dryRun": self.dry_run,
+            "partitions": [{**asdict(p), "fromMirrorMaker2": p.from_mm2} for p in self.positions],
+            "tail": self.tail,
+        }
+
+    def lines(self) -> list[str]:
+        rows = [
+            [
+                p.topic,
+                str(p.partition),
+                "log start" if p.offset is None else str(p.offset),
+                "-" if not p.from_mm2 else "?" if p.tail is None else str(p.tail),
+                p.where,
+            ]
+            for p in self.positions
+        ]
+        headers = ["TOPIC", "PARTITION", "START", "TAIL", "READ FROM"]
+        widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [headers, *rows]]
+        unknown = sum(1 for p in self.from_mm2 if p.tail is None)
+        summary = (
+            f"{len(self.from_mm2)} of {len(self.positions)} partitions start where MirrorMaker 2 stood; {self.tail} "
+            "copies it made past its recorded positions will be written again"
+            + (f" ({unknown} partitions: unknown)" if unknown else "")
+        )
+        if self.dry_run:
+            return [*table, f"{self.flow}: dry run, nothing written: {summary}"]
+        return [*table, f"{self.flow}: committed to the mapping groups on {self.flow.source}: {summary}"]
+
+
+def take_over(
+    config: SrmConfig, flow: Flow, resolver: SecretResolver, *, dry_run: bool, timeout: float = 30.0
+) -> TakeoverReport:
+    """Where each partition of ``flow`` starts; unless ``dry_run``, MM2's positions committed to the mapping groups
+    (before the mappings run: a running mapping's group refuses them)."""
+    takeover = Takeover.for_flow(config, flow, resolver)
+    takeover.timeout_s = timeout
+    positions = takeover.plan(takeover.topics(config))
+    if not dry_run:
+        takeover.apply(positions)
+    return TakeoverReport(flow, positions, dry_run)
