@@ -29,45 +29,13 @@ from tests.support.kafka import (
     unique,
     wait_for,
 )
-from tests.support.runtime import SrmRun, run_cli, wait_log, write_properties
+from tests.support.mm2 import mm2_file
+from tests.support.runtime import SrmRun, run_cli, wait_log
 
 pytestmark = pytest.mark.e2e
 
 SOURCE, TARGET = "west", "east"
 PARTITIONS = 2
-
-
-def mm2_file(path: Path, a: str, b: str, prefix: str) -> Path:
-    """An mm2.properties as an MM2 user writes it, with short intervals so the test does not wait minutes."""
-    return write_properties(
-        path,
-        {
-            "clusters": f"{SOURCE}, {TARGET}",
-            f"{SOURCE}.bootstrap.servers": a,
-            f"{TARGET}.bootstrap.servers": b,
-            f"{SOURCE}->{TARGET}.enabled": "true",
-            f"{SOURCE}->{TARGET}.topics": f"{prefix}\\\\..*",
-            f"{SOURCE}->{TARGET}.groups": f"{prefix}-.*",
-            "tasks.max": "1",
-            "replication.factor": "1",
-            "checkpoints.topic.replication.factor": "1",
-            "heartbeats.topic.replication.factor": "1",
-            "offset-syncs.topic.replication.factor": "1",
-            "offset.storage.replication.factor": "1",
-            "status.storage.replication.factor": "1",
-            "config.storage.replication.factor": "1",
-            "refresh.topics.interval.seconds": "1",
-            "refresh.groups.interval.seconds": "1",
-            "emit.heartbeats.interval.seconds": "1",
-            "emit.checkpoints.interval.seconds": "1",
-            "sync.group.offsets.enabled": "true",
-            "sync.group.offsets.interval.seconds": "1",
-            "sync.topic.acls.enabled": "false",
-            # MM2 records its source positions every 10 s (and when it stops cleanly): a crash between two
-            # flushes leaves copies it made but did not record.
-            f"{TARGET}.offset.flush.interval.ms": "10000",  # a worker setting: under the target alias
-        },
-    )
 
 
 def mm2_positions(b: str, topic: str) -> dict[int, int]:
@@ -92,7 +60,10 @@ def test_srm_reads_mirror_maker_2_then_takes_over_losing_nothing_and_rewriting_o
     create_topic(a, topic, PARTITIONS)
     produce(a, topic, numbered_records(400, PARTITIONS, topic))  # 200 per partition
     consume_and_commit(a, group, topic, {p: 100 for p in range(PARTITIONS)})
-    config = mm2_file(tmp_path / "mm2.properties", a, b, prefix)
+    # MM2 records its source positions every 10 s (and when it stops cleanly): a crash between two flushes leaves
+    # copies it made but did not record. A worker setting, so under the target alias.
+    flush = {f"{TARGET}.offset.flush.interval.ms": "10000"}
+    config = mm2_file(tmp_path / "mm2.properties", (SOURCE, TARGET), (a, b), prefix, **flush)
 
     # GIVEN MirrorMaker 2 replicating the topic and checkpointing the group
     mm2 = MirrorMaker(config, tmp_path / "mm2", heap="512m")

@@ -59,7 +59,7 @@ def lines_frame(spark: SparkSession, lines: list[str], file: str = "raw.jsonl") 
     return spark.createDataFrame(rows, "file string, line long, text string, last boolean")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def result(spark: SparkSession) -> dict[tuple[Any, ...], dict[str, Any]]:
     lines = [encode(b.record()) for b in MIRRORED] + [encode(r) for r in OTHERS]
     records, bad = parse_lines(lines_frame(spark, lines))
