@@ -45,27 +45,44 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+REGRESSION = 0.15  # a path this much slower than the last run is flagged when it is made
+
+
 def compare(results: dict[str, Any], previous: dict[str, Any] | None) -> str:
-    """records/s against the last run's, per path and workload."""
+    """records/s against the last run's, per path and workload; a path more than :data:`REGRESSION` slower (or a
+    live p99 that much higher) is flagged, and counted on the last line."""
     if not previous:
         return "no earlier bench/results.json to compare with"
     lines = [f"change since the last run ({previous.get('when', '?')}, {previous.get('commit', '?')}):"]
+    flagged = []
     for key, cells in results["paths"].items():
         for w, cell in cells.items():
             before = previous.get("paths", {}).get(key, {}).get(w)
             if cell and before and before.get("records_per_s"):
                 change = cell["records_per_s"] / before["records_per_s"] - 1
+                slower = change < -REGRESSION
+                if slower:
+                    flagged.append(f"{key} {w}")
                 lines.append(
                     f"  {key:<22} {w:<6} {before['records_per_s']:>10,.0f} → {cell['records_per_s']:>10,.0f} "
-                    f"records/s ({change:+.0%})"
+                    f"records/s ({change:+.0%})" + ("  << SLOWER" if slower else "")
                 )
     for key, live in results.get("live", {}).items():
         before = previous.get("live", {}).get(key)
         if before:
+            higher = live["p99_ms"] > before["p99_ms"] * (1 + REGRESSION)
+            if higher:
+                flagged.append(f"live {key} p99")
             lines.append(
                 f"  live {key:<17} p99 {before['p99_ms']:,.0f} → {live['p99_ms']:,.0f} ms, "
-                f"p50 {before['p50_ms']:,.0f} → {live['p50_ms']:,.0f} ms"
+                f"p50 {before['p50_ms']:,.0f} → {live['p50_ms']:,.0f} ms" + ("  << SLOWER" if higher else "")
             )
+    if flagged:
+        lines.append(
+            f"REGRESSION: {len(flagged)} more than {REGRESSION:.0%} slower than the last run: {', '.join(flagged)}"
+        )
+    else:
+        lines.append(f"no path more than {REGRESSION:.0%} slower than the last run")
     return "\n".join(lines)
 
 
