@@ -19,6 +19,7 @@ from srm.core.source_offsets import offsets_topic
 from srm.kafka.transactions import read_source_offsets
 from srm.local.mirrormaker import MirrorMaker
 from srm.mm2 import client as mm2_client
+from srm.mm2.formats import Heartbeat
 from tests.e2e.test_failover import committed_on, consume_and_commit, consume_rest
 from tests.support.kafka import (
     create_topic,
@@ -102,6 +103,12 @@ def test_srm_reads_mirror_maker_2_then_takes_over_losing_nothing_and_rewriting_o
         c = checkpoints[(remote, p)]
         assert c.upstream_offset == 100
         assert 0 <= c.offset <= 100, c  # the copies are 1:1 here: MM2's answer is at most the exact one
+    # … and MM2's heartbeats, in the target's heartbeats topic (beside other flows' there)
+    beats = [
+        h for r in read_topic(b, "heartbeats")[0] if (h := Heartbeat.decode(r.key, r.value)).source_alias == SOURCE
+    ]
+    assert beats and {h.target_alias for h in beats} == {TARGET}
+    assert all(abs(h.timestamp - time.time() * 1000) < 600_000 for h in beats)
 
     # … and the take-over's dry run says where each partition starts, where that was read, and MM2's tail
     dry = run_cli("srm", "takeover", "--config", str(config), "--json", cwd=tmp_path)
@@ -125,6 +132,14 @@ def test_srm_reads_mirror_maker_2_then_takes_over_losing_nothing_and_rewriting_o
     # WHEN srm run takes over with the same file, unchanged, and more records arrive
     with SrmRun(config, tmp_path) as run:
         wait_log(run, f"taking over {topic}-0 from MirrorMaker 2", timeout=60)
+        # … `srm-control offsets` shows MM2's checkpoints of the group, saying MM2 translated them
+        before = wait_for(lambda: _offsets(tmp_path, group), 60, message="srm-control offsets")
+        for p in range(PARTITIONS):
+            assert before[p] == {
+                "offset": checkpoints[(remote, p)].offset,
+                "upstream": 100,
+                "by": "MirrorMaker 2 (offset syncs)",
+            }
         produce(a, topic, numbered_records(100, PARTITIONS, topic, start=502))
         wait_for(lambda: sum(end_offsets(b, remote).values()) >= 602 + tail, 90, message="srm replicating")
         # … and the group reads on, into what srm replicated

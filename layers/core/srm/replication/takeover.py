@@ -19,11 +19,13 @@ compaction or transactions on the source).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, cast
+from functools import partial
+from typing import Any, Literal, TypeVar, cast
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from srm.config.secrets import SecretResolver
@@ -43,6 +45,7 @@ from srm.replication.mirror import offset_syncs_topic
 __all__ = ["StartPosition", "Takeover", "TakeoverError", "TakeoverReport", "mm2_tail", "take_over"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 StartFrom = Literal["srm", "mm2-offsets", "mm2-offset-sync", "log-start"]
 
@@ -86,6 +89,7 @@ class Takeover:
     policy: ReplicationPolicy
     source_admin: AdminClient
     target_admin: AdminClient
+    source_reader: Mapping[str, Any]  # consumer settings for the source (the mapping groups' offsets)
     target_reader: Mapping[str, Any]  # consumer settings for the target (MM2's offsets topic)
     syncs_reader: Mapping[str, Any]  # consumer settings for the cluster holding the offset-syncs topic
     syncs_admin: AdminClient
@@ -121,6 +125,7 @@ class Takeover:
             policy=policy,
             source_admin=source_admin,
             target_admin=target_admin,
+            source_reader=reader(source),
             target_reader=reader(target),
             syncs_reader=reader(location),
             syncs_admin=source_admin if location == source else target_admin,
@@ -176,13 +181,18 @@ class Takeover:
             group = mapping_group_id(self.source, self.target, s.topic)
             by_group.setdefault(group, []).append(TopicPartition(s.topic, s.partition, s.offset))
         for group, tps in by_group.items():
-            request = ConsumerGroupTopicPartitions(group, tps)
+            consumer = self._group_member(group)
             try:
-                self.source_admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)[group].result(
-                    self.timeout_s
-                )
+                commit = partial(consumer.commit, offsets=tps, asynchronous=False)
+                # a synchronous commit returns the partitions, each with its error (the stubs say None)
+                committed = cast("list[TopicPartition] | None", _coordinated(commit, self.timeout_s)) or []
+                for tp in committed:
+                    if tp.error is not None:
+                        raise KafkaException(tp.error)
             except KafkaException as e:
                 raise TakeoverError(f"cannot commit MirrorMaker 2's positions to {group}: {e.args[0]}") from None
+            finally:
+                consumer.close()
         for s in taken:
             tail = "unknown" if s.tail is None else str(s.tail)
             log.warning(
@@ -204,22 +214,26 @@ class Takeover:
 
     # -- reads --------------------------------------------------------------------------------------------------
     def _committed(self, topics: Mapping[str, int]) -> dict[tuple[str, int], int]:
-        requests = {
-            mapping_group_id(self.source, self.target, t): [TopicPartition(t, p) for p in range(n)]
-            for t, n in topics.items()
-        }
         found: dict[tuple[str, int], int] = {}
-        for group, tps in requests.items():  # one group per request (librdkafka)
+        for topic, n in topics.items():
+            group = mapping_group_id(self.source, self.target, topic)
+            consumer = self._group_member(group)
+            tps = [TopicPartition(topic, p) for p in range(n)]
             try:
-                answer = self.source_admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s
-                )[group].result(self.timeout_s)
+                answer = _coordinated(partial(consumer.committed, tps, timeout=self.timeout_s), self.timeout_s)
             except KafkaException as e:
                 raise TakeoverError(f"cannot read the committed offsets of {group}: {e.args[0]}") from None
-            for tp in answer.topic_partitions or []:
-                if tp.offset is not None and tp.offset >= 0:
+            finally:
+                consumer.close()
+            for tp in answer:
+                if tp.error is None and tp.offset >= 0:
                     found[(tp.topic, tp.partition)] = tp.offset
         return found
+
+    def _group_member(self, group: str) -> Consumer:
+        """A consumer of ``group`` that never joins it: it asks for and commits offsets only (the group's mapping is
+        not running; the broker's group coordinator retries while it loads are librdkafka's)."""
+        return Consumer({**self.source_reader, "group.id": group, "enable.auto.commit": "false"})
 
     def _mm2_offsets(self, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """MM2's next source offset per partition, from its Connect offsets topic (if there is one)."""
@@ -257,6 +271,27 @@ class Takeover:
 
     def _syncs_location(self) -> str:
         return self.source if self.syncs_admin is self.source_admin else self.target
+
+
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._WAIT_COORD,
+}
+
+
+def _coordinated(call: Callable[[], T], timeout_s: float) -> T:
+    """``call()``, again while the group's coordinator is still loading or moving (a new cluster, a broker that just
+    started): librdkafka gives those answers back instead of retrying them for an offset fetch or commit."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except KafkaException as e:
+            if e.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _nearest(syncs: list[OffsetSync], position: int | None) -> OffsetSync | None:
