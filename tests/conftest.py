@@ -39,6 +39,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             report.sections.append((f"{name} log", tail))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` sends a group's tests to one worker by a suffix of their node ids (``…@group``), which
+    pytest-xdist 3.8 writes where pytest 9 no longer reads node ids: write it where pytest 9 keeps them (the Spark
+    tests would otherwise start a SparkSession on every worker)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+        }
+        if groups and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(sorted(groups))}")
+
+
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
     """Three clusters shared by the session (tests use unique topic names): ``a``, ``b``, ``c``."""

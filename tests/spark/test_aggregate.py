@@ -26,6 +26,9 @@ from srm.metrics.series import RESOLUTIONS
 from srm.metrics.sketch import ALPHA, Sketch
 from tests.spark.rawdata import HOUR, MINUTE, T0, Batch, batches
 
+# One worker runs them all (pytest-xdist --dist loadgroup), so the session has one SparkSession.
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
 FLOW = {"source": "a", "target": "b"}
 MIRRORED = batches(seed=7, count=150, start=T0, span_ms=3 * MINUTE)
 OTHERS = [

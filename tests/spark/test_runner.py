@@ -17,6 +17,9 @@ from srm.metrics.runner import LocalRawStore, run_once
 from srm.metrics.schema import LagSample, encode
 from tests.spark.rawdata import HOUR, MINUTE, T0, batches, encoded, write
 
+# One worker runs them all (pytest-xdist --dist loadgroup), so the session has one SparkSession.
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
 
 @pytest.fixture
 def db() -> Iterator[Any]:
