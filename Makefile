@@ -15,6 +15,10 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 TEMPLATES := template.yaml template-monitoring.yaml
 
+# The installs are independent of each other (three venvs, Maven, apt): side by side. Output is not synced, so the
+# suite's progress shows as it runs.
+MAKEFLAGS += --jobs=4
+
 .PHONY: install kafka chromium demo test lint bench clean
 
 install: $(STAMP) kafka $(SAM_VENV)/bin/sam chromium

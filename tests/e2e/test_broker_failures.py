@@ -117,7 +117,9 @@ def test_leader_of_a_remote_partition_bounced_loses_and_duplicates_nothing(clust
             try:
                 arrivals = Arrivals(target.bootstrap, remote)
                 try:
-                    for graceful, how in ((True, "controlled shutdown"), (False, "SIGKILL")):
+                    # SIGKILL, the harder case: no controlled shutdown moves leadership first (a graceful bounce
+                    # of a single broker is in test_faults)
+                    for graceful, how in ((False, "SIGKILL"),):
                         wait_for(lambda: fully_in_sync(target.bootstrap, remote), 60, message="every replica in sync")
                         settled(traffic, arrivals)
                         # WHEN the leader of remote partition 0 is stopped while records keep arriving …
@@ -141,7 +143,7 @@ def test_leader_of_a_remote_partition_bounced_loses_and_duplicates_nothing(clust
                 for how, resumed, pause in measured
             )
             print(f"\n{report}")
-            assert_exactly_once(source, topic, target.bootstrap, remote, "leader bounced twice")
+            assert_exactly_once(source, topic, target.bootstrap, remote, "leader killed and restarted")
             # … replication resumed within the bound each time, and the scenario held (2 of 3 replicas required)
             assert all(resumed <= RECOVERY_BOUND_S and pause <= RECOVERY_BOUND_S for _, resumed, pause in measured)
             assert min_insync_replicas(target.bootstrap, remote) == "2"

@@ -132,6 +132,23 @@ def test_srm_reads_mirror_maker_2_then_takes_over_losing_nothing_and_rewriting_o
     # WHEN srm run takes over with the same file, unchanged, and more records arrive
     with SrmRun(config, tmp_path) as run:
         wait_log(run, f"taking over {topic}-0 from MirrorMaker 2", timeout=60)
+        # … `srm-control takeover --dry-run` now finds srm's own positions: the ones committed from MM2's
+        control = run_cli(
+            "srm-control",
+            "--local",
+            "takeover",
+            "--source",
+            SOURCE,
+            "--target",
+            TARGET,
+            "--dry-run",
+            "--json",
+            cwd=tmp_path,
+        )
+        assert control.returncode == 0, control.stderr
+        mine = {(s["topic"], s["partition"]): s for s in json.loads(control.stdout)["partitions"]}
+        for p in range(PARTITIONS):
+            assert mine[(topic, p)]["start_from"] == "srm" and mine[(topic, p)]["offset"] >= 201
         # … `srm-control offsets` shows MM2's checkpoints of the group, saying MM2 translated them
         before = wait_for(lambda: _offsets(tmp_path, group), 60, message="srm-control offsets")
         for p in range(PARTITIONS):
