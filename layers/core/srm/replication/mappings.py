@@ -85,9 +85,12 @@ def sync_mappings(
     for m in sorted(observed, key=lambda m: (not m.enabled, m.id)):
         after.setdefault(m.topic, m)
     errors: dict[str, Exception] = {}
+    # A topic the state records a mapping of was replicated by srm before: its mapping (re)created after a restart
+    # resumes from its own group, so there is nothing to hand over and no cluster to wait for first.
+    known = state.event_source_mappings(source, target) if state is not None and before_create is not None else {}
     for change in decide_mappings(wanted, plan.source_topics, observed):
         try:
-            if change.action == "create" and before_create is not None:
+            if change.action == "create" and before_create is not None and change.topic not in known:
                 before_create(change.topic, plan.replicated[change.topic][1])
             outcome = _apply(port, source, target, change)
         except Exception as e:  # one mapping's failure must not hold up the others; all are reported below

@@ -94,7 +94,7 @@ class Takeover:
     syncs_reader: Mapping[str, Any]  # consumer settings for the cluster holding the offset-syncs topic
     syncs_admin: AdminClient
     syncs_topic: str
-    timeout_s: float = 30.0
+    timeout_s: float = 15.0  # topic sync waits this long at most per read; the CLIs take --timeout
 
     @classmethod
     def for_flow(
