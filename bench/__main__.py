@@ -17,22 +17,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.cost import lambda_cost
 from bench.endtoend import Scenario, run_scenario
 from bench.handler import build_events, run_handler
 from bench.limit import run_limit
 from bench.measure import PathResult
 from bench.mm2 import MM2_EXACTLY_ONCE, MM2_TUNING
-from bench.report import compare, table, write_json
+from bench.report import compare, cost_table, table, write_json
 from bench.workload import Workload, create_topics, end_offsets, produce_backlog, wait_for_offsets
 from srm.local.kafka import kafka_version
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
 PARTITIONS = 6
-LAMBDA_MEMORY_MB = 1769  # one full vCPU
-# US East (N. Virginia), first tier; see the README's "Performance and cost" for the sources.
-LAMBDA_GB_S_USD = {"x86_64": 0.0000166667, "arm64": 0.0000133334}
-LAMBDA_REQUEST_USD = 0.20 / 1e6
 
 
 def _args() -> argparse.Namespace:
@@ -110,22 +107,6 @@ def _check_replicated(bootstraps: tuple[str, str], workload: Workload, remote: s
     if done is None:
         have = end_offsets(bootstraps[1], remote, workload.partitions)
         raise RuntimeError(f"{remote} holds {have} records per partition, {workload.topic} {want}")
-
-
-def _cost(handler: dict[str, Any], events_per_gb: float) -> dict[str, Any]:
-    """Lambda cost of replicating 1 GB (keys + values) at the measured speed, on a 1-vCPU (1769 MB) function."""
-    seconds_per_gb = 1e3 / handler["mb_per_core_s"]
-    gb_seconds = seconds_per_gb * LAMBDA_MEMORY_MB / 1024
-    return {
-        "memory_mb": LAMBDA_MEMORY_MB,
-        "seconds_per_gb": round(seconds_per_gb, 1),
-        "gb_seconds_per_gb": round(gb_seconds, 1),
-        "invocations_per_gb": round(events_per_gb, 1),
-        **{
-            f"usd_per_gb_{arch}": round(gb_seconds * price + events_per_gb * LAMBDA_REQUEST_USD, 5)
-            for arch, price in LAMBDA_GB_S_USD.items()
-        },
-    }
 
 
 def main() -> int:
@@ -210,7 +191,7 @@ def main() -> int:
                 )
                 paths["handler_with_decode"][name] = decoded.as_json()
                 events_per_gb = 1e9 / (w.record_bytes * result.extra["records_per_event"])
-                results["cost"][name] = _cost(paths["handler_with_decode"][name], events_per_gb)
+                results["cost"][name] = lambda_cost(paths["handler_with_decode"][name], events_per_gb)
                 print(
                     f"handler {name}: {result.records_per_s:,.0f} records/s "
                     f"({decoded.records_per_s:,.0f} with the JSON decode)",
@@ -395,12 +376,8 @@ def _summary(results: dict[str, Any]) -> str:
                 f"{name}: peak RSS {facts['peak_rss_mb']} MB; batches retried {facts['retried_batches']}, "
                 f"tracebacks {facts['tracebacks']}"
             )
-    for name, cost in results.get("cost", {}).items():
-        lines.append(
-            f"Lambda cost, {name} records at the handler's measured speed on {cost['memory_mb']} MB: "
-            f"{cost['gb_seconds_per_gb']:,.1f} GB-s per GB → ${cost['usd_per_gb_arm64']:.4f}/GB arm64, "
-            f"${cost['usd_per_gb_x86_64']:.4f}/GB x86 ({cost['invocations_per_gb']:,.0f} invocations/GB included)"
-        )
+    if results.get("cost"):
+        lines += ["", cost_table(results)]
     return "\n".join(lines)
 
 

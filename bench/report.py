@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["compare", "table", "write_json"]
+__all__ = ["compare", "cost_table", "table", "write_json"]
 
 
 def _fmt(value: float | None, digits: int = 0) -> str:
@@ -42,6 +42,56 @@ def table(results: dict[str, Any]) -> str:
                 f"{_fmt(cell['records_per_core_s']):>10} {_fmt(ratio, 2):>8} "
             )
         lines.append(line)
+    return "\n".join(lines)
+
+
+def cost_table(results: dict[str, Any]) -> str:
+    """Lambda cost per GB replicated at the handler's measured speed: per memory size and architecture, per workload
+    (``results["cost"]``, :func:`bench.cost.lambda_cost`), and the cheapest. A results file from before memory sizes
+    were priced gives its one 1,769 MB row."""
+    costs = results.get("cost", {})
+    if not costs:
+        return ""
+    workloads = [w for w in results["workloads"] if w in costs]
+    width = 19
+    head, sub = f"{'memory':<{width}}", f"{'':<{width}}"
+    for w in workloads:
+        head += f"| {results['workloads'][w]['label']:<43}"
+        sub += f"| {'s/GB':>6} {'GB-s/GB':>7} {'rec/s/part':>10} {'x86_64 $':>8} {'arm64 $':>8} "
+    lines = [
+        "Lambda cost per GB replicated (keys + values) at the measured speed of the handler + JSON decode row; "
+        "rec/s/part: one partition's rate (one invocation at a time):",
+        head,
+        sub,
+        "-" * len(sub),
+    ]
+    rows = {w: {row["memory_mb"]: row for row in costs[w].get("by_memory") or [costs[w]]} for w in workloads}
+    for memory_mb in sorted({m for by_memory in rows.values() for m in by_memory}):
+        line = f"{f'{memory_mb:,} MB' + (' (1 vCPU)' if memory_mb == 1769 else ''):<{width}}"
+        for w in workloads:
+            row = rows[w].get(memory_mb)
+            if row is None:
+                line += f"| {'-':>6} {'-':>7} {'-':>10} {'-':>8} {'-':>8} "
+                continue
+            line += (
+                f"| {_fmt(row['seconds_per_gb'], 1):>6} {_fmt(row['gb_seconds_per_gb'], 1):>7} "
+                f"{_fmt(row.get('partition_records_per_s')):>10} {row['usd_per_gb_x86_64']:>8.5f} "
+                f"{row['usd_per_gb_arm64']:>8.5f} "
+            )
+        lines.append(line)
+    cheapest = [
+        f"{w} {c['memory_mb']:,} MB {c['architecture']} (${c['usd_per_gb']:.5f}/GB)"
+        for w in workloads
+        if (c := costs[w].get("cheapest"))
+    ]
+    if cheapest:
+        lines.append("cheapest: " + "; ".join(cheapest))
+    invocations = ", ".join(f"{w} {costs[w]['invocations_per_gb']:,.0f}" for w in workloads)
+    lines.append(
+        "assumed: below 1,769 MB a function has that share of one vCPU, so the measured CPU time stretches by "
+        "1,769/memory and the waiting (wall − CPU time) does not; arm64 as fast as this machine (Graviton is not "
+        f"measured here); US East first-tier prices; requests included (invocations per GB: {invocations})."
+    )
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.state import create_state_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
-from srm.core.events import EventBuilder, MalformedEventError
+from srm.core.events import DecodedEvent, DecodedEventBuilder, EventBuilder, MalformedEventError
 from srm.handlers.mirror import lambda_handler
 from srm.local.event_source import LocalContext
 from tests.support.kafka import (
@@ -79,6 +80,15 @@ def kafka_event(source: str, topic: str, records: dict[int, list[Rec]]) -> dict[
             estimate = EventBuilder.estimate(r.key, r.value, r.headers)
             builder.add(topic, partition, r.offset, r.timestamp, "CREATE_TIME", r.key, r.value, r.headers, estimate)
     return json.loads(builder.to_bytes())
+
+
+def decoded_event(source: str, topic: str, records: dict[int, list[Rec]]) -> DecodedEvent:
+    """The same records as the local event source hands them over by default: decoded, no JSON."""
+    builder = DecodedEventBuilder("arn:aws:kafka:us-east-1:000000000000:cluster/a/local", source, 6 * 1024 * 1024)
+    for partition, recs in records.items():
+        for r in recs:
+            assert not builder.offer(topic, partition, r.offset, r.timestamp, "CREATE_TIME", r.key, r.value, r.headers)
+    return builder.payload()
 
 
 def _record(topic: str, offset: int, **fields: Any) -> dict[str, Any]:
@@ -149,3 +159,54 @@ def test_mirror_handler_valid_event_replicates_and_records_exact_offset_runs(flo
             assert landed.content() == rec.content(), f"{topic}-{p}@{rec.offset} maps to a different record"
             copies = [r.offset for r in remote[p] if r.content() == rec.content()]
             assert mapped[rec.offset] == copies[-1], f"{topic}-{p}@{rec.offset} does not map to its latest copy"
+
+
+def test_mirror_handler_decoded_event_replicates_exactly_as_the_json_event(flow):
+    # GIVEN the same records (null and empty keys and values, signed header bytes, duplicate header names) on two
+    # source topics: one is handed to the handler as the MSK JSON event Lambda sends, the other decoded, as
+    # `srm run` hands it over — a first delivery, then a redelivery overlapping it
+    a, b = flow["a"], flow["b"]
+    records = [
+        (p, Rec(k, v, h, int(time.time() * 1000) - 1000 + i))
+        for i, (p, k, v, h) in enumerate(
+            [
+                (0, b"k0", b"v0", (("h", b"\x80\xff\x7f"), ("h", None))),
+                (1, None, None, ()),
+                (0, b"", b"", (("z", b""),)),
+                (1, b"k3", b"\x00" * 3000, (("trace", b"\x01\x02"),)),
+            ]
+            * 15
+        )
+    ]
+    topics = {form: f"{flow['prefix']}.{form}" for form in ("json", "decoded")}
+    results: dict[str, list[dict[str, Any]]] = {}
+    for form, topic in topics.items():
+        create_topic(a, topic, 2)
+        produce(a, topic, records)
+        source = read_topic(a, topic)
+        build = kafka_event if form == "json" else decoded_event
+        first = build(a, topic, {p: recs[:20] for p, recs in source.items()})
+        redelivery = build(a, topic, {p: recs[10:] for p, recs in source.items()})
+
+        # WHEN the handler replicates both events
+        results[form] = [lambda_handler(first, CONTEXT), lambda_handler(redelivery, CONTEXT)]
+
+    # THEN it reports the same, writes the same records to the same partitions at the same offsets, and records the
+    # same offset runs
+    json_results, decoded_results = (
+        [{**r, "partitions": {k.replace(topics[form], "T"): n for k, n in r["partitions"].items()}} for r in rs]
+        for form, rs in results.items()
+    )
+    for r in (*json_results, *decoded_results):
+        r.pop("maxLatencyMs")
+    assert decoded_results == json_results
+    assert [r["records"] for r in json_results] == [40, 40]
+    remote = {form: read_topic(b, f"a.{topic}") for form, topic in topics.items()}
+    assert sorted(remote["json"]) == [0, 1]
+    for p in (0, 1):
+        assert [(r.offset, r.content()) for r in remote["decoded"][p]] == [
+            (r.offset, r.content()) for r in remote["json"][p]
+        ]
+        assert len(remote["json"][p]) == 40  # 30 records, 10 of them written again by the redelivery
+        runs = {form: App.current().state.runs("a", "b", topic, p) for form, topic in topics.items()}
+        assert runs["decoded"] == runs["json"]

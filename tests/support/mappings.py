@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from srm.core.events import parse_event
 from srm.local.event_source import EmulatedMapping, MappingSettings
 
 
@@ -16,10 +16,10 @@ class Recorder:
     def __init__(self) -> None:
         self.delivered: list[tuple[int, int, bytes]] = []
 
-    def __call__(self, event: dict[str, Any], _context: Any) -> None:
-        for records in event["records"].values():
-            for r in records:
-                self.delivered.append((r["partition"], r["offset"], base64.b64decode(r["value"])))
+    def __call__(self, event: Any, _context: Any) -> None:
+        for batch in parse_event(event)[1]:  # the JSON event or the decoded one
+            for offset, value in zip(batch.offsets, batch.values, strict=True):
+                self.delivered.append((batch.partition, offset, value or b""))
 
 
 @contextlib.contextmanager

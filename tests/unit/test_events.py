@@ -11,7 +11,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from srm.core.events import EventBuilder, MalformedEventError, decode_header_value, parse_event
+from srm.core.events import (
+    DecodedEventBuilder,
+    EventBuilder,
+    MalformedEventError,
+    decode_header_value,
+    parse_event,
+    record_json,
+    record_json_size,
+)
 
 
 def b64(data: bytes) -> str:
@@ -386,3 +394,54 @@ def test_parse_event_fast_path_equals_the_record_by_record_walk(records, signed)
     assert batch.keys == [k for k, _, _, _ in records]
     assert batch.values == [v for _, v, _, _ in records]
     assert batch.headers == [list(h) if h else None for _, _, h, _ in records]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The decoded event of the local event source: the same records per event as the JSON one, the same batches
+# ---------------------------------------------------------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(records_st, min_size=1, max_size=12), max_bytes=st.integers(300, 6000))
+@example(records=[RECORDS[0]] * 3, max_bytes=900)
+def test_decoded_event_builder_cuts_where_the_json_event_does_and_parses_alike(records, max_bytes):
+    # GIVEN the same records (offsets rising per partition, as consumed) offered to both builders, with a payload
+    # limit that cuts them into several events
+    arn, bootstrap = "arn:aws:kafka:us-east-1:000000000000:cluster/a/local", "127.0.0.1:9092"
+    records = [(t, p % 3, i, *rest) for i, (t, p, _o, *rest) in enumerate(records)]
+    json_events: list[list[Any]] = []
+    decoded_events: list[list[Any]] = []
+    for make, events in ((EventBuilder, json_events), (DecodedEventBuilder, decoded_events)):
+        builder, needs = make(arn, bootstrap, max_bytes), []
+        for record in records:
+            need = builder.offer(*record)
+            if need and builder.count:  # full: the event goes, the record starts the next one
+                events.append(_sent(builder))
+                builder = make(arn, bootstrap, max_bytes)
+                need = builder.offer(*record)
+            needs.append(need)
+            if need:  # alone too big for one event: held back (as the event source holds the partition)
+                break
+        if builder.count:
+            events.append(_sent(builder))
+        events.append(needs)
+
+    # THEN both cut the records into the same events, refuse the same record needing the same bytes, and the
+    # handler finds the same batches in both
+    assert decoded_events == json_events
+
+
+def _sent(builder: EventBuilder | DecodedEventBuilder) -> list[Any]:
+    """The batches the handler finds in the builder's event: the JSON one (within the payload limit) after the
+    runtime's ``json.loads``, or the decoded one as it is."""
+    payload = builder.payload()
+    if isinstance(payload, bytes):
+        assert len(payload) <= builder.max_bytes
+        return parse_event(json.loads(payload))[1]
+    return parse_event(payload)[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(record=records_st)
+@example(record=("t" * 249, *WIDEST, b"", b"", []))
+@example(record=("t", *WIDEST, b"", b"", [('\x01"\\' * 7, None), ("é東😀", b"\x80" * 3)]))
+def test_record_json_size_is_the_length_of_the_records_json(record):
+    assert record_json_size(*record) == len(record_json(*record))

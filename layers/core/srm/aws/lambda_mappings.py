@@ -37,7 +37,10 @@ class LambdaEventSources:
     With ``event.source.on.failure = dead-letter`` a mapping gets ``failure_destination`` (an S3 bucket, SQS queue
     or SNS topic ARN) as its on-failure destination and ``event.source.max.retries`` as ``MaximumRetryAttempts``
     (left unset at -1: with a destination Lambda then stops after 10 retries); with ``retry`` it has neither, so a
-    failing batch is retried until it succeeds and nothing is skipped."""
+    failing batch is retried until it succeeds and nothing is skipped.
+
+    With ``event.source.provisioned.pollers.min``/``.max`` a mapping is in provisioned mode (that many event pollers
+    of its own, billed while they exist); without them Lambda scales its pollers on demand."""
 
     def __init__(
         self,
@@ -57,7 +60,12 @@ class LambdaEventSources:
     def desired_config(self, settings: FlowSettings) -> MappingConfig:
         ms = settings.event_source_batching_window_ms
         seconds = 0 if ms < 1000 else round(ms / 1000)
-        config = MappingConfig(settings.event_source_batch_size, seconds * 1000, LAMBDA_MAX_PAYLOAD_BYTES)
+        config = MappingConfig(
+            settings.event_source_batch_size,
+            seconds * 1000,
+            LAMBDA_MAX_PAYLOAD_BYTES,
+            provisioned_pollers=settings.provisioned_pollers,
+        )
         if settings.event_source_on_failure != "dead-letter":
             return config
         if not self.failure_destination:
@@ -97,6 +105,7 @@ class LambdaEventSources:
             LAMBDA_MAX_PAYLOAD_BYTES,
             ((m.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination") or None,
             -1 if retries is None else int(retries),
+            _pollers(m.get("ProvisionedPollerConfig")),
         )
         return ObservedMapping(
             m["UUID"],
@@ -126,6 +135,7 @@ class LambdaEventSources:
                 **window,
                 **self._access(),
                 **_failure_handling(config),
+                **_poller_config(config),
             )
         except ClientError as e:
             if _code(e) in _BUSY_ERRORS:  # another run created it meanwhile: the next run adopts it
@@ -147,6 +157,7 @@ class LambdaEventSources:
             BatchSize=config.batch_size,
             **({} if keep_default else {"MaximumBatchingWindowInSeconds": window}),
             **_failure_handling(config, mapping.config),
+            **_poller_config(config, mapping.config),
         )
 
     def disable(self, source: str, target: str, mapping: ObservedMapping) -> ObservedMapping | None:
@@ -184,6 +195,23 @@ def _failure_handling(config: MappingConfig, current: MappingConfig | None = Non
     if config.max_retries != -1 or (current is not None and current.max_retries != -1):
         out["MaximumRetryAttempts"] = config.max_retries
     return out
+
+
+def _poller_config(config: MappingConfig, current: MappingConfig | None = None) -> dict[str, Any]:
+    """The provisioned pollers to send: the wanted bounds, or an empty config that returns a mapping in provisioned
+    mode to on-demand polling (as an empty ``FilterCriteria`` removes filters); nothing when neither is or was set."""
+    if config.provisioned_pollers is not None:
+        low, high = config.provisioned_pollers
+        return {"ProvisionedPollerConfig": {"MinimumPollers": low, "MaximumPollers": high}}
+    if current is not None and current.provisioned_pollers is not None:
+        return {"ProvisionedPollerConfig": {}}
+    return {}
+
+
+def _pollers(poller_config: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """A listed mapping's provisioned pollers; None when it polls on demand (no config, or an empty one)."""
+    low, high = (poller_config or {}).get("MinimumPollers"), (poller_config or {}).get("MaximumPollers")
+    return None if low is None or high is None else (int(low), int(high))
 
 
 def _code(e: ClientError) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from srm.config.parsing import Properties, _to_str, parse_properties_text, parse_yaml_text
 from srm.config.secrets import MASK, is_sensitive
@@ -52,6 +52,8 @@ __all__ = [
 
 CLIENT_ROLES = ("producer", "consumer", "admin")
 SIDES = ("source", "target")
+_POLLERS_MIN = "event.source.provisioned.pollers.min"
+_POLLERS_MAX = "event.source.provisioned.pollers.max"
 _FLOW_RE = re.compile(r"^(?P<source>[^\s.,>]+?)->(?P<target>[^\s.,>]+?)\.(?P<key>.+)$")
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
 _DEPLOYMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]{0,199}$")
@@ -189,6 +191,14 @@ def client_properties(
 # ---------------------------------------------------------------------------------------------------------------
 # Validated settings of one replication
 # ---------------------------------------------------------------------------------------------------------------
+class _SettingError(ValueError):
+    """A check across settings, failed: ``key`` is the setting the message is about (pydantic gives it no field)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 class FlowSettings(BaseModel):
     """Every replication setting we honour, by MM2 name, resolved for one ``source->target``."""
 
@@ -237,6 +247,14 @@ class FlowSettings(BaseModel):
     # ``event.source.max.retries`` retries (-1: Lambda's bound with a destination, 10) and moves on.
     event_source_on_failure: Literal["retry", "dead-letter"] = Field("retry", alias="event.source.on.failure")
     event_source_max_retries: int = Field(-1, alias="event.source.max.retries", ge=-1, le=10_000)
+    # Lambda's provisioned mode: each mapping keeps min..max event pollers of its own (Lambda's ranges for Kafka);
+    # neither set: on-demand polling. Local mappings have no pollers and ignore both.
+    event_source_provisioned_pollers_min: int | None = Field(
+        None, alias="event.source.provisioned.pollers.min", ge=1, le=200
+    )
+    event_source_provisioned_pollers_max: int | None = Field(
+        None, alias="event.source.provisioned.pollers.max", ge=1, le=2000
+    )
     # How long the mirror waits for the target to acknowledge a batch before failing it (so it is retried).
     mirror_delivery_timeout_ms: int = Field(60_000, alias="mirror.delivery.timeout.ms", ge=1_000)
     # Kafka Connect's worker key, as MM2's dedicated mode reads it: "enabled" makes the mirror transactional
@@ -270,6 +288,24 @@ class FlowSettings(BaseModel):
     @property
     def exactly_once(self) -> bool:
         return self.exactly_once_source_support == "enabled"
+
+    @model_validator(mode="after")
+    def _pollers_together(self, info: ValidationInfo) -> FlowSettings:
+        low, high = self.event_source_provisioned_pollers_min, self.event_source_provisioned_pollers_max
+        # One level may set one of the pair and a more specific level the other: only a flow's settings are whole.
+        whole = not (info.context or {}).get("one_level")
+        if whole and (low is None) != (high is None):
+            given, missing = (_POLLERS_MIN, _POLLERS_MAX) if high is None else (_POLLERS_MAX, _POLLERS_MIN)
+            raise _SettingError(given, f"provisioned mode needs {missing} too (set both, or neither for on-demand)")
+        if low is not None and high is not None and low > high:
+            raise _SettingError(_POLLERS_MIN, f"more than {_POLLERS_MAX} ({high})")
+        return self
+
+    @property
+    def provisioned_pollers(self) -> tuple[int, int] | None:
+        """(minimum, maximum) event pollers of each mapping in provisioned mode; None: on-demand."""
+        low, high = self.event_source_provisioned_pollers_min, self.event_source_provisioned_pollers_max
+        return None if low is None or high is None else (low, high)
 
     @field_validator("errors_tolerance", mode="before")
     @classmethod
@@ -540,12 +576,12 @@ class SrmConfig:
             if found is not None:
                 raw[name], defined_by[name] = found
         try:
-            return FlowSettings.model_validate(raw)
+            return FlowSettings.model_validate(raw, context={"one_level": source is None})
         except ValidationError as e:
             err = e.errors()[0]
-            name = str(err["loc"][0]) if err["loc"] else "?"
-            key = defined_by.get(name, name)
             ctx_error = (err.get("ctx") or {}).get("error")
+            name = str(err["loc"][0]) if err["loc"] else getattr(ctx_error, "key", "?")
+            key = defined_by.get(name, name)
             if isinstance(ctx_error, FilterError):
                 message = f"{ctx_error.pattern!r} is not a valid regex ({ctx_error.reason})"
             else:

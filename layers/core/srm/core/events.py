@@ -27,6 +27,8 @@ import pybase64
 from srm.errors import PermanentError
 
 __all__ = [
+    "DecodedEvent",
+    "DecodedEventBuilder",
     "EventBuilder",
     "EventInfo",
     "MalformedEventError",
@@ -35,6 +37,7 @@ __all__ = [
     "local_event_source_arn",
     "parse_event",
     "record_json",
+    "record_json_size",
 ]
 
 Header = tuple[str, bytes | None]
@@ -46,6 +49,20 @@ EVENT_SOURCES = ("aws:kafka", "SelfManagedKafka")
 # standard alphabet with proper padding is accepted.
 _b64decode: Callable[[Any, None, bool], bytes] = pybase64.b64decode
 _b64_text: Callable[[bytes], str] = pybase64.b64encode_as_string
+
+
+@dataclass(frozen=True)
+class DecodedEvent:
+    """What :func:`parse_event` makes of an MSK event, handed to the handler as is by the local event source.
+
+    Lambda invokes with the JSON event; ``srm run`` builds this from the records it consumed, cut at the same
+    records as the JSON event would be (:class:`DecodedEventBuilder`), and skips writing JSON text and parsing it
+    back, the bulk of a batch's cost on one machine. The handler's result is the same for both."""
+
+    event_source_arn: str
+    bootstrap_servers: str
+    batches: tuple[PartitionBatch, ...]
+    event_source: str = "aws:kafka"
 
 
 @dataclass(frozen=True)
@@ -108,6 +125,8 @@ def _headers(raw: list[Any]) -> list[Header]:
 
 def parse_event(event: Any) -> tuple[EventInfo, list[PartitionBatch]]:
     """Validate the event and split it into per-partition batches; raises MalformedEventError."""
+    if isinstance(event, DecodedEvent):  # built from consumed records by the local event source: nothing to decode
+        return EventInfo(event.event_source, event.event_source_arn), list(event.batches)
     if not isinstance(event, dict):
         raise MalformedEventError(f"expected a Kafka event object, got {type(event).__name__}")
     if "eventSource" not in event:
@@ -270,6 +289,41 @@ def record_json(
     return f'{text}"headers":[{_headers_json(headers) if headers else ""}]}}'
 
 
+_SIGNED_SIZE = bytes(len(text) for text in _SIGNED)  # characters of each byte as a signed decimal
+_NAME_SIZES: dict[str, int] = {}  # header names (a few distinct ones): the length of their JSON strings
+
+
+def record_json_size(
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp: int,
+    timestamp_type: str,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] | None,
+) -> int:
+    """``len(record_json(...))``, counted without writing the text (on the per-record path: kept flat)."""
+    size = 76 + len(_json_string(topic)) + len(_json_string(timestamp_type))  # the fixed fields' names and marks
+    size += len(str(partition)) + len(str(offset)) + len(str(timestamp))
+    if key is not None:
+        size += 9 + 4 * ((len(key) + 2) // 3)  # "key":"<base64>",
+    if value is not None:
+        size += 11 + 4 * ((len(value) + 2) // 3)
+    if headers:
+        size += len(headers) - 1  # the commas between them
+        names = _NAME_SIZES
+        for name, v in headers:
+            n = names.get(name)
+            if n is None:
+                n = len(_json_string(name))
+                if len(names) < 10_000:
+                    names[name] = n
+            # {"name":null}, {"name":[]}, or {"name":[b,b,…]}: each byte's signed decimal and a comma between
+            size += n + 7 if v is None else n + 4 + len(v) + sum(v.translate(_SIGNED_SIZE)) if v else n + 5
+    return size
+
+
 class EventBuilder:
     """Accumulates records into one MSK event, keeping under Lambda's invoke payload limit.
 
@@ -287,6 +341,7 @@ class EventBuilder:
         self._last: dict[str, tuple[str, int, int]] = {}  # "<topic>-<partition>" → (topic, partition, last offset)
         self.count = 0
         self.size = self._ENVELOPE + len(source_arn) + len(bootstrap_servers)
+        self.newest_timestamp = -1
 
     @staticmethod
     def estimate(key: bytes | None, value: bytes | None, headers: Iterable[Header] | None, topic: str = "") -> int:
@@ -336,6 +391,30 @@ class EventBuilder:
         text = record_json(topic, partition, offset, timestamp, timestamp_type, key, value, headers)
         self.append(topic, partition, offset, text, estimate)
 
+    def offer(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        timestamp_type: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+    ) -> int:
+        """Add the record if it fits: 0; else (nothing added) the bytes of payload it needs."""
+        text = record_json(topic, partition, offset, timestamp, timestamp_type, key, value, headers)
+        cost = self.cost(topic, partition, text)
+        if not self.fits(cost):
+            return cost
+        self.append(topic, partition, offset, text, cost)
+        self.newest_timestamp = max(self.newest_timestamp, timestamp)
+        return 0
+
+    def payload(self) -> bytes:
+        """What the handler is invoked with (after ``json.loads``, as the Lambda runtime does)."""
+        return self.to_bytes()
+
     def to_bytes(self) -> bytes:
         """The payload: the same bytes as ``json.dumps`` of the event object with ``(",", ":")`` separators."""
         records = ",".join(f"{_json_string(group)}:[{','.join(texts)}]" for group, texts in self.groups.items())
@@ -347,3 +426,69 @@ class EventBuilder:
     def last_offsets(self) -> Iterator[tuple[str, int, int]]:
         """``(topic, partition, last offset)`` of every partition in the event."""
         yield from self._last.values()
+
+
+class DecodedEventBuilder:
+    """:class:`EventBuilder`'s twin that builds a :class:`DecodedEvent`: the same records per event (each charged
+    the exact size of its JSON text, so an event holds what the 6 MB JSON event would), no text written."""
+
+    def __init__(self, source_arn: str, bootstrap_servers: str, max_bytes: int) -> None:
+        self.source_arn = source_arn
+        self.bootstrap_servers = bootstrap_servers
+        self.max_bytes = max_bytes
+        self._groups: dict[tuple[str, int], _Columns] = {}
+        self.count = 0
+        self.size = EventBuilder._ENVELOPE + len(source_arn) + len(bootstrap_servers)
+        self.newest_timestamp = -1
+
+    def offer(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        timestamp_type: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+    ) -> int:
+        """Add the record if it fits: 0; else (nothing added) the bytes of JSON payload it would need."""
+        columns = self._groups.get((topic, partition))
+        cost = record_json_size(topic, partition, offset, timestamp, timestamp_type, key, value, headers) + 1
+        if columns is None:
+            cost += len(_json_string(f"{topic}-{partition}")) + 4
+        if self.size + cost > self.max_bytes:
+            return cost
+        if columns is None:
+            columns = self._groups[(topic, partition)] = _Columns([], [], [], [], [])
+        columns.offsets.append(offset)
+        columns.keys.append(key)
+        columns.values.append(value)
+        columns.timestamps.append(timestamp)
+        columns.headers.append(list(headers) if headers else None)
+        self.count += 1
+        self.size += cost
+        if timestamp > self.newest_timestamp:
+            self.newest_timestamp = timestamp
+        return 0
+
+    def payload(self) -> DecodedEvent:
+        batches = tuple(
+            PartitionBatch(topic, partition, c.offsets, c.keys, c.values, c.timestamps, c.headers)
+            for (topic, partition), c in self._groups.items()
+        )
+        return DecodedEvent(self.source_arn, self.bootstrap_servers, batches)
+
+    def last_offsets(self) -> Iterator[tuple[str, int, int]]:
+        """``(topic, partition, last offset)`` of every partition in the event."""
+        for (topic, partition), c in self._groups.items():
+            yield topic, partition, c.offsets[-1]
+
+
+@dataclass
+class _Columns:
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    timestamps: list[int]
+    headers: list[list[Header] | None]

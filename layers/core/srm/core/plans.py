@@ -174,6 +174,8 @@ class MappingConfig:
     # it succeeds. ``max_retries`` -1: the backend's default bound.
     on_failure: str | None = None
     max_retries: int = -1
+    # (minimum, maximum) event pollers in Lambda's provisioned mode; None: on-demand polling.
+    provisioned_pollers: tuple[int, int] | None = None
 
 
 # How Lambda words a change someone asked for (the API), as opposed to one Lambda made itself.

@@ -1,9 +1,12 @@
 """An emulated MSK event source mapping: what Lambda's poller does, on one machine.
 
 Per replicated topic: a consumer in the mapping's own group polls the source; records are batched (batch size,
-batching window, the 6 MB invoke payload) into byte-identical MSK events; the very handler Lambda runs is
-invoked; the source offsets are committed only after it returns. A failed batch is retried, the same bytes, with
-backoff, forever (as Lambda's default); partition order is kept because one batch is in flight at a time.
+batching window, the 6 MB invoke payload) as Lambda batches them; the very handler Lambda runs is invoked; the
+source offsets are committed only after it returns. The handler gets the batch decoded (:class:`DecodedEvent`, the
+default: no JSON text is written and parsed back) or, with ``event_format="json"``, the byte-identical MSK event
+after ``json.loads``, as Lambda's runtime hands it over; both give the same result. A failed batch is retried, the
+same records, with backoff, forever (as Lambda's default); partition order is kept because one batch is in flight
+at a time.
 
 A mapping also keeps what a watchdog needs to tell it is stuck (:meth:`EmulatedMapping.stall`): since when some
 partition of its topic has not been assigned to it, and when it last made progress — a batch committed, or its
@@ -20,17 +23,17 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from srm.core.events import EventBuilder, record_json
+from srm.core.events import DecodedEventBuilder, EventBuilder
 
 __all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats"]
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any], Any], Any]
+Handler = Callable[[Any, Any], Any]  # (the MSK JSON event or a DecodedEvent, the context)
 _TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
 _IDLE_POLL_S = 0.5  # the broker holds an empty fetch (fetch.wait.max.ms): an idle mapping costs next to nothing
 _WATERMARK_TIMEOUT_S = 5.0
@@ -43,6 +46,7 @@ class MappingSettings:
     batch_size: int = 100
     batching_window_ms: int = 500
     max_payload_bytes: int = 6 * 1024 * 1024
+    event_format: Literal["decoded", "json"] = "decoded"
 
 
 @dataclass
@@ -254,27 +258,32 @@ class EmulatedMapping:
         try:
             while not self.stopping:
                 builder = self._collect(consumer, buffer)
-                if builder is None or builder.count == 0:
-                    continue
-                if self._invoke_until_done(builder.to_bytes()):
-                    offsets = [TopicPartition(t, p, o + 1) for t, p, o in builder.last_offsets()]
-                    self._positions.update((tp.partition, tp.offset) for tp in offsets)
-                    try:
-                        consumer.commit(offsets=offsets, asynchronous=False)
-                    except KafkaException as e:  # the batch may be delivered again: duplicates, never loss
-                        log.warning("commit for %s failed, the batch may be delivered again: %s", self.topic, e)
-                        if e.args and isinstance(e.args[0], KafkaError) and e.args[0].fatal():
-                            raise  # e.g. fenced by a consumer with its group.instance.id: a new one takes over
-                    else:
-                        self._progress_at = time.monotonic()
+                if builder is not None and builder.count:
+                    self._deliver(consumer, builder)
         finally:
             consumer.close()
 
-    def _collect(self, consumer: Consumer, buffer: deque[Message]) -> EventBuilder | None:
+    def _deliver(self, consumer: Consumer, builder: EventBuilder | DecodedEventBuilder) -> None:
+        """Replicate one batch (retried until it succeeds or the mapping stops), then commit its source offsets."""
+        if not self._invoke_until_done(builder):
+            return
+        offsets = [TopicPartition(t, p, o + 1) for t, p, o in builder.last_offsets()]
+        self._positions.update((tp.partition, tp.offset) for tp in offsets)
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as e:  # the batch may be delivered again: duplicates, never loss
+            log.warning("commit for %s failed, the batch may be delivered again: %s", self.topic, e)
+            if e.args and isinstance(e.args[0], KafkaError) and e.args[0].fatal():
+                raise  # e.g. fenced by a consumer with its group.instance.id: a new one takes over
+        else:
+            self._progress_at = time.monotonic()
+
+    def _collect(self, consumer: Consumer, buffer: deque[Message]) -> EventBuilder | DecodedEventBuilder | None:
         """Gather one batch as Lambda does: invoke when the batch is full, the payload would exceed the limit, or
         the batching window (counted from the first record) has passed."""
         s = self.settings
-        builder = EventBuilder(self._source_arn, self._bootstrap, s.max_payload_bytes)
+        build = DecodedEventBuilder if s.event_format == "decoded" else EventBuilder
+        builder = build(self._source_arn, self._bootstrap, s.max_payload_bytes)
         first_at: float | None = None
         window = s.batching_window_ms / 1000.0
         while builder.count < s.batch_size and not self.stopping:
@@ -306,39 +315,39 @@ class EmulatedMapping:
                         break
                     continue
             msg = buffer[0]
-            topic, partition, offset = cast(str, msg.topic()), cast(int, msg.partition()), cast(int, msg.offset())
             ts_type, ts = msg.timestamp()
-            text = record_json(
-                topic,
-                partition,
-                offset,
+            needed = builder.offer(
+                cast(str, msg.topic()),
+                cast(int, msg.partition()),
+                cast(int, msg.offset()),
                 ts,
                 _TIMESTAMP_TYPES.get(ts_type, "CREATE_TIME"),
                 cast("bytes | None", msg.key()),
                 cast("bytes | None", msg.value()),
                 cast("list[tuple[str, bytes | None]] | None", msg.headers()),
             )
-            cost = builder.cost(topic, partition, text)
-            if not builder.fits(cost):
+            if needed:
                 if builder.count:
                     break
-                self._stuck_on_oversized(msg, cost)
+                self._stuck_on_oversized(msg, needed)
                 return None
-            builder.append(topic, partition, offset, text, cost)
             buffer.popleft()
             if first_at is None:
                 first_at = time.monotonic()
         return builder
 
     def _wait_for_first(self, consumer: Consumer) -> list[Message]:
-        """Wait up to ``_IDLE_POLL_S`` for records. Kafka holds a fetch at the log end until records arrive or
-        ``fetch.wait.max.ms`` passes, so the first record after a quiet spell is handed over as soon as it is
-        fetched. An empty poll over partitions all read to their end counts as progress for the watchdog (the log
-        ends are the ones the last fetches reported: no request)."""
-        fetched = consumer.consume(num_messages=self.settings.batch_size, timeout=_IDLE_POLL_S)
-        if fetched:
+        """Wait up to ``_IDLE_POLL_S`` for a record; return it with those fetched with it. Kafka holds a fetch at
+        the log end until records arrive or ``fetch.wait.max.ms`` passes, so the first record after a quiet spell is
+        handed over as soon as it is fetched. An empty poll over partitions all read to their end counts as progress
+        for the watchdog (the log ends are the ones the last fetches reported: no request)."""
+        # poll, not consume: consume waits for a whole batch_size of records (or the timeout), which held every
+        # batch of a steady stream back by up to _IDLE_POLL_S before its batching window even began.
+        first = consumer.poll(_IDLE_POLL_S)
+        if first is not None:
             self._caught_up = False
-            return fetched
+            more = self.settings.batch_size - 1
+            return [first, *consumer.consume(num_messages=more, timeout=0)] if more else [first]
         assignment = consumer.assignment()  # rebalance callbacks only run inside poll, so this set holds here
         self._caught_up = bool(assignment) and _caught_up(consumer, assignment, self._positions, fresh=False)
         if self._caught_up:
@@ -390,13 +399,15 @@ class EmulatedMapping:
         self._stop_event.wait(30.0)
         raise OversizedRecordError(self.stats.last_error)
 
-    def _invoke_until_done(self, payload: bytes) -> bool:
-        """Invoke the handler with the same bytes until it succeeds; False when stopped first."""
+    def _invoke_until_done(self, builder: EventBuilder | DecodedEventBuilder) -> bool:
+        """Invoke the handler with the same batch until it succeeds; False when stopped first."""
         delay = 0.5
         self._invoking = True
+        payload = builder.payload()
         try:
             while not self.stopping:
-                event = json.loads(payload)  # what the Lambda runtime does with the invoke payload
+                # the JSON event as the Lambda runtime hands it over: decoded afresh for each try
+                event = json.loads(payload) if isinstance(payload, bytes) else payload
                 try:
                     self._handler(event, LocalContext(self._function_name))
                 except Exception as e:
@@ -407,10 +418,8 @@ class EmulatedMapping:
                     delay = min(delay * 2, 30.0)
                     continue
                 self.stats.batches += 1
-                records = event["records"]
-                self.stats.records += sum(len(r) for r in records.values())
-                newest = max(r[-1]["timestamp"] for r in records.values())
-                self.stats.last_latency_ms = int(time.time() * 1000) - newest
+                self.stats.records += builder.count
+                self.stats.last_latency_ms = int(time.time() * 1000) - builder.newest_timestamp
                 self.stats.last_error = None
                 return True
             return False

@@ -20,9 +20,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -136,16 +136,19 @@ class MetricsEmitter:
         self.sink = sink
         self.producer = producer  # unique per process: the ids' prefix
         self._sequence = itertools.count()
+        self.capacity = capacity
         self.batch_size = batch_size
         self.poll_s = poll_s  # how long the idle thread waits before it looks at close()
         self.linger_s = linger_s
-        self._hurry = threading.Event()  # set while someone flushes: send what is there without lingering
         self.counts = EmitterCounts()
-        self._queue: queue.Queue[str] = queue.Queue(maxsize=capacity)
+        # One lock and one condition for both directions: the sender waits on it for lines (woken at once by a
+        # flush, which ends its lingering), a flush waits on it for the lines to be sent.
+        self._lines: deque[str] = deque()
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
+        self._changed = threading.Condition(self._lock)
         self._unsent = 0  # queued or being sent
-        self._closed = threading.Event()
+        self._flushing = 0  # callers waiting in flush(): send what is there without lingering
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="srm-metrics", daemon=True)
         self._thread.start()
 
@@ -153,36 +156,44 @@ class MetricsEmitter:
         """Queue one record (a :mod:`srm.metrics.schema` model); never blocks, never raises."""
         try:
             line = encode(record.model_copy(update={"id": f"{self.producer}:{next(self._sequence)}"}))
-            with self._lock:
-                self._queue.put_nowait(line)
-                self._unsent += 1
-        except queue.Full:
-            with self._lock:
-                self.counts.dropped += 1
-                dropped = self.counts.dropped
-            if dropped & (dropped - 1) == 0:  # 1, 2, 4, 8 …: the first and then ever fewer log lines
-                log.warning("metrics buffer full: %d records dropped so far", dropped)
         except Exception as e:  # a metric must never fail the batch it describes
             log.warning("metric record not encoded: %s", type(e).__name__)
+            return
+        with self._lock:
+            if len(self._lines) >= self.capacity:
+                self.counts.dropped += 1
+                dropped = self.counts.dropped
+            else:
+                self._lines.append(line)
+                self._unsent += 1
+                if len(self._lines) == 1 or len(self._lines) >= self.batch_size:
+                    self._changed.notify_all()
+                return
+        if dropped & (dropped - 1) == 0:  # 1, 2, 4, 8 …: the first and then ever fewer log lines
+            log.warning("metrics buffer full: %d records dropped so far", dropped)
 
     def _take(self) -> list[str]:
-        """Up to ``batch_size`` lines: what arrives within ``linger_s`` of the first (less when flushing)."""
-        try:
-            lines = [self._queue.get(timeout=self.poll_s)]
-        except queue.Empty:
-            return []
-        deadline = time.monotonic() + self.linger_s
-        while len(lines) < self.batch_size:
-            left = 0.0 if self._hurry.is_set() else deadline - time.monotonic()
-            try:
-                lines.append(self._queue.get(timeout=min(left, 0.05)) if left > 0 else self._queue.get_nowait())
-            except queue.Empty:
+        """Up to ``batch_size`` lines: what arrives within ``linger_s`` of the first (at once when flushing or
+        closing); [] when none arrived within ``poll_s``."""
+        with self._lock:
+            if not self._lines:
+                self._changed.wait(self.poll_s)
+                if not self._lines:
+                    return []
+            deadline = time.monotonic() + self.linger_s
+            while len(self._lines) < self.batch_size and not self._flushing and not self._closed:
+                left = deadline - time.monotonic()
                 if left <= 0:
                     break
-        return lines
+                self._changed.wait(left)
+            lines = self._lines
+            return [lines.popleft() for _ in range(min(len(lines), self.batch_size))]
 
     def _run(self) -> None:
-        while not (self._closed.is_set() and self._queue.empty()):
+        while True:
+            with self._lock:
+                if self._closed and not self._lines:
+                    return
             lines = self._take()
             if not lines:
                 continue
@@ -199,26 +210,31 @@ class MetricsEmitter:
                 self.counts.sent += sent - failed
                 self.counts.failed += failed
                 self._unsent -= len(lines)
-                self._idle.notify_all()
+                self._changed.notify_all()
 
     def flush(self, timeout_s: float = 2.0) -> bool:
         """Wait until every record emitted so far was handed to the sink; False when ``timeout_s`` passed first."""
         deadline = time.monotonic() + timeout_s
-        self._hurry.set()
-        try:
-            with self._lock:
+        with self._lock:
+            if not self._unsent:
+                return True
+            self._flushing += 1
+            self._changed.notify_all()
+            try:
                 while self._unsent:
                     left = deadline - time.monotonic()
                     if left <= 0 or not self._thread.is_alive():
                         return False
-                    self._idle.wait(left)
-            return True
-        finally:
-            self._hurry.clear()
+                    self._changed.wait(left)
+                return True
+            finally:
+                self._flushing -= 1
 
     def close(self, timeout_s: float = 5.0) -> bool:
         """Flush and stop the sender thread."""
         flushed = self.flush(timeout_s)
-        self._closed.set()
+        with self._lock:
+            self._closed = True
+            self._changed.notify_all()
         self._thread.join(timeout_s)
         return flushed
