@@ -19,7 +19,7 @@ TEMPLATES := template.yaml template-monitoring.yaml
 # suite's progress shows as it runs.
 MAKEFLAGS += --jobs=4
 
-.PHONY: install kafka chromium demo test lint bench clean
+.PHONY: install kafka chromium demo test test-quick lint bench clean
 
 install: $(STAMP) kafka $(SAM_VENV)/bin/sam chromium
 
@@ -66,6 +66,11 @@ PYTEST_WORKERS ?= 2
 test: install lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15  # the slowest: the 20-minute budget
 	SRM_KAFKA_VERSION=$(COMPAT_KAFKA) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m compat
+
+# The inner loop while changing code: the unit and integration tiers (real brokers, no CLI subprocesses, Spark or
+# browser), about two minutes; `make test` stays what CI runs.
+test-quick: $(STAMP) kafka
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup tests/unit tests/integration
 
 lint: install $(CHECKOV_VENV)/bin/checkov
 	$(BIN)/ruff check layers tests functions bench glue_jobs

@@ -4,6 +4,7 @@ table, write ``bench/results.json``; the clusters and ``srm run`` are stopped by
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,8 @@ from srm.local.kafka import kafka_version
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
 PARTITIONS = 6
+# The pinned runs: how production runs a replicator, on cores the brokers do not use.
+BROKER_CORES, REPLICATOR_CORES = "0", "1"
 
 
 def _args() -> argparse.Namespace:
@@ -46,9 +50,35 @@ def _args() -> argparse.Namespace:
         help="end-to-end runs (srm run and MirrorMaker 2) of only this guarantee (default both)",
     )
     parser.add_argument("--no-default-batch", action="store_true", help="skip the BatchSize 100 end-to-end run")
+    parser.add_argument(
+        "--no-pinned",
+        action="store_true",
+        help="skip the runs pinned to separate cores (brokers on core 0, the copy loop or srm run on core 1)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--keep", action="store_true", help="keep the clusters' data directory")
     return parser.parse_args()
+
+
+@contextlib.contextmanager
+def _pinned(clusters: list[Any], broker_cores: str, own_cores: str) -> Iterator[None]:
+    """Every broker thread on ``broker_cores`` and this process (the copy loop's clients are created in it) on
+    ``own_cores``; all cores again afterwards."""
+    every = f"0-{(os.cpu_count() or 1) - 1}"
+    brokers = [pid for cluster in clusters for pid in cluster.node_pids()]
+
+    def pin(cores: str) -> None:
+        for pid in brokers:
+            subprocess.run(["taskset", "-a", "-p", "-c", cores, str(pid)], check=True, capture_output=True)
+
+    own = os.sched_getaffinity(0)
+    pin(broker_cores)
+    os.sched_setaffinity(0, {int(c) for c in own_cores.split(",")})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, own)
+        pin(every)
 
 
 def _terminate(signum: int, _frame: Any) -> None:
@@ -141,6 +171,7 @@ def main() -> int:
         "facts": {},
     }
     paths, labels, facts = results["paths"], results["labels"], results["facts"]
+    pinned = not args.no_pinned and (os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None
     try:
         print(f"starting two local clusters in {workdir} …", flush=True)
         for cluster in clusters:
@@ -166,6 +197,17 @@ def main() -> int:
                 _check_replicated(bootstraps, w, f"limit.{w.topic}")
                 paths["limit"][name] = result.as_json()
                 print(f"limit {name}: {result.records_per_s:,.0f} records/s", flush=True)
+            if pinned and "small" in workloads:
+                w = workloads["small"]
+                create_topics(bootstraps[1], {f"limitpin.{w.topic}": w.partitions})
+                labels["limit_pinned"] = (
+                    f"limit, pinned: copy loop on core {REPLICATOR_CORES}, brokers on {BROKER_CORES}"
+                )
+                with _pinned(clusters, BROKER_CORES, REPLICATOR_CORES):
+                    result = run_limit(bootstraps[0], w, f"limitpin.{w.topic}", producer_conf, consumer_conf)
+                _check_replicated(bootstraps, w, f"limitpin.{w.topic}")
+                paths["limit_pinned"] = {"small": result.as_json()}
+                print(f"limit pinned small: {result.records_per_s:,.0f} records/s", flush=True)
 
         if "handler" in only:
             labels["handler"] = "handler alone (pre-built 6 MB events)"
@@ -244,6 +286,23 @@ def main() -> int:
                         Scenario("e2e-default", "dsrc", "ddst", 100, 500, (workloads["small"],), time_box_s=20.0),
                     )
                 )
+            if pinned and "small" in workloads:
+                scenarios.append(
+                    (
+                        "e2e_pinned",
+                        f"end to end, pinned: srm run on core {REPLICATOR_CORES}, brokers on {BROKER_CORES}",
+                        "small",
+                        Scenario(
+                            "e2e-pinned",
+                            "epsrc",
+                            "epdst",
+                            10_000,
+                            args.window_ms,
+                            (workloads["small"],),
+                            cpus=REPLICATOR_CORES,
+                        ),
+                    )
+                )
             # MirrorMaker 2 on the same data: its own aliases (so its own remote topics), its own live topic
             for name, w in workloads.items():
                 scenarios.append(
@@ -312,7 +371,8 @@ def main() -> int:
             for key, label, name, scenario in scenarios:
                 labels[key] = label
                 print(f"{label}: {name} …", flush=True)
-                backlog, live_result, run_facts = run_scenario(scenario, bootstraps, workdir / scenario.name)
+                with _pinned(clusters, BROKER_CORES, REPLICATOR_CORES) if scenario.cpus else contextlib.nullcontext():
+                    backlog, live_result, run_facts = run_scenario(scenario, bootstraps, workdir / scenario.name)
                 paths.setdefault(key, {})[name] = backlog.as_json()
                 facts[scenario.name] = run_facts | {
                     "batch_size": scenario.batch_size,
@@ -376,6 +436,10 @@ def _summary(results: dict[str, Any]) -> str:
                 f"{name}: peak RSS {facts['peak_rss_mb']} MB; batches retried {facts['retried_batches']}, "
                 f"tracebacks {facts['tracebacks']}"
             )
+            if facts.get("cpu_s"):
+                total = sum(facts["cpu_s"].values()) or 1.0
+                shares = ", ".join(f"{p} {s:.1f} s ({100 * s / total:.0f} %)" for p, s in facts["cpu_s"].items())
+                lines.append(f"  CPU while replicating the backlog: {shares}")
     if results.get("cost"):
         lines += ["", cost_table(results)]
     return "\n".join(lines)

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench.measure import PathResult, peak_rss_mb, process_cpu_seconds
+from bench.measure import PathResult, peak_rss_mb, process_cpu_seconds, process_label
 from bench.mm2 import Mm2Run, mm2_properties
 from bench.process import Replicator
 from bench.workload import CommittedWatch, OffsetWatch, Workload, committed_census, end_offsets, record_stream
@@ -43,6 +43,7 @@ class Scenario:
     time_box_s: float | None = None  # stop measuring the backlog after this long (a slow configuration)
     replicator: str = "srm"  # or "mm2": MirrorMaker 2 in dedicated mode (bench.mm2)
     exactly_once: bool = False  # exactly.once.source.support=enabled (srm's flow; MM2's target cluster)
+    cpus: str | None = None  # pin the replicator to these cores (taskset -c), e.g. "1"
 
 
 @dataclass
@@ -74,8 +75,9 @@ class SrmRun(Replicator):
 
     stop_signal = signal.SIGINT
 
-    def __init__(self, config: Path, workdir: Path) -> None:
-        super().__init__([sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config)], workdir, "srm-run.log")
+    def __init__(self, config: Path, workdir: Path, cpus: str | None = None) -> None:
+        command = [sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config)]
+        super().__init__(["taskset", "-c", cpus, *command] if cpus else command, workdir, "srm-run.log")
 
 
 def _config(scenario: Scenario, bootstraps: tuple[str, str], topics: list[str]) -> dict[str, Any]:
@@ -207,7 +209,7 @@ def run_scenario(
     else:
         config = workdir / "srm.yaml"
         config.write_text(yaml.safe_dump(_config(scenario, bootstraps, topics), sort_keys=False))
-        run = SrmRun(config, workdir)
+        run = SrmRun(config, workdir, scenario.cpus)
     facts: dict[str, Any] = {}
     live: LiveResult | None = None
     try:
@@ -220,6 +222,9 @@ def run_scenario(
 
         first, at_first, last, at_last, complete = progress.run(900, scenario.time_box_s, sample_cpu)
         cpu_after = {pid: process_cpu_seconds(pid) for pid in run.pids()}
+        # where the CPU went while the backlog was replicated (srm run: the worker, the metrics aggregation, …)
+        used = {pid: cpu_after[pid] - cpu_before.get(pid, 0.0) for pid in cpu_after}
+        facts["cpu_s"] = {f"{process_label(pid)}-{pid}": round(seconds, 2) for pid, seconds in used.items()}
         if run.process.poll() is not None:
             raise RuntimeError(f"{scenario.replicator} exited with {run.process.returncode}:\n{run.output()[-3000:]}")
         per_record = sum(w.record_bytes * w.records for w in scenario.backlog) / max(1, progress.wanted)
@@ -240,7 +245,7 @@ def run_scenario(
         pids = run.pids()
         main = "mm2" if scenario.replicator == "mm2" else "supervisor"
         facts["peak_rss_mb"] = {main: round(peak_rss_mb(pids[0]), 1)} | {
-            f"worker-{pid}": round(peak_rss_mb(pid), 1) for pid in pids[1:]
+            f"{process_label(pid)}-{pid}": round(peak_rss_mb(pid), 1) for pid in pids[1:]
         }
     finally:
         run.stop()

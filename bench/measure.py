@@ -90,3 +90,15 @@ def peak_rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def process_label(pid: int) -> str:
+    """A short name for a process of a replicator: the module of ``python -m <module>``, else the program's name."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return f"pid {pid}"
+    if "-m" in argv[:-1]:
+        module = argv[argv.index("-m") + 1]
+        return "supervisor" if module == "srm.cli.srm" else module.rpartition(".")[2]
+    return Path(argv[0]).name or f"pid {pid}"

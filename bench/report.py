@@ -18,8 +18,12 @@ def _fmt(value: float | None, digits: int = 0) -> str:
 def table(results: dict[str, Any]) -> str:
     """Rows: the paths; per workload: records/s, MB/s, records per core-second and the ratio to the limit."""
     workloads = list(results["workloads"])
-    rows = [(results["labels"][key], cells) for key, cells in results["paths"].items()]
-    width = max(len(label) for label, _ in rows) + 1
+    # a pinned path (replicator and brokers on cores of their own) against the limit pinned the same way
+    rows = [
+        (results["labels"][key], cells, "limit_pinned" if key.endswith("_pinned") else "limit")
+        for key, cells in results["paths"].items()
+    ]
+    width = max(len(label) for label, _, _ in rows) + 1
     head = f"{'path':<{width}}"
     sub = f"{'':<{width}}"
     for w in workloads:
@@ -27,8 +31,8 @@ def table(results: dict[str, Any]) -> str:
         head += f"| {label:<38}"
         sub += f"| {'records/s':>10} {'MB/s':>6} {'rec/core-s':>10} {'× limit':>8} "
     lines = [head, sub, "-" * len(sub)]
-    limit = results["paths"].get("limit", {})
-    for name, cells in rows:
+    for name, cells, limit_key in rows:
+        limit = results["paths"].get(limit_key, {})
         line = f"{name:<{width}}"
         for w in workloads:
             cell = cells.get(w)

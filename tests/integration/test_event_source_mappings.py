@@ -17,7 +17,7 @@ from srm.aws.state import create_state_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.local.mappings import LocalEventSources
-from srm.replication.mirror import TopicNotReplicatedError
+from srm.replication.context import TopicNotReplicatedError
 from srm.replication.topic_sync import sync_topics
 from tests.support.kafka import admin, create_topic, list_topic_names, unique, wait_for
 

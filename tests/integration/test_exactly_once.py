@@ -24,7 +24,8 @@ from srm.config.settings import SrmConfig
 from srm.core.events import parse_event
 from srm.core.offsets import translate
 from srm.handlers.mirror import lambda_handler
-from srm.replication.mirror import MirrorError, replicate_batch
+from srm.replication.context import MirrorError
+from srm.replication.mirror import replicate_batch
 from tests.integration.test_mirror_handler import CONTEXT, kafka_event
 from tests.support.kafka import (
     Rec,

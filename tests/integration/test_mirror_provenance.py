@@ -16,7 +16,8 @@ from srm.core.events import EventBuilder, parse_event
 from srm.core.offsets import Run
 from srm.mm2.formats import Heartbeat
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
-from srm.replication.mirror import MirrorContext, replicate_batch
+from srm.replication.context import MirrorContext
+from srm.replication.mirror import replicate_batch
 from tests.support.kafka import create_topic, read_partition, unique
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from srm.core.offsets import Run
 from srm.handlers.mirror import lambda_handler
 from srm.local.event_source import LocalContext
 from srm.metrics.schema import decode
-from srm.replication.mirror import MirrorError, RecordTooLargeError
+from srm.replication.context import MirrorError, RecordTooLargeError
 from tests.integration.test_mirror_handler import kafka_event
 from tests.support.kafka import admin, create_topic, read_partition, read_topic, topic_partitions, unique, wait_for
 

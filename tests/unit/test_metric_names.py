@@ -20,7 +20,7 @@ from srm.metrics.emf import publish
 from srm.metrics.names import DIMENSIONS, EMF_METRICS, NAMESPACE, TABLE_ATTRIBUTES
 from srm.metrics.sketch import Sketch
 from srm.replication.checkpoint import CheckpointResult, FlowSample
-from srm.replication.mirror import BatchResult, TopicStats
+from srm.replication.context import BatchResult, TopicStats
 from srm.replication.topic_sync import TopicSyncResult
 
 ROOT = Path(__file__).resolve().parents[2]

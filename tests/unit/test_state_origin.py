@@ -11,7 +11,7 @@ from srm.config.settings import FlowSettings
 from srm.core.checkpoints import StoredCheckpoint, Untranslated
 from srm.core.offsets import Origin, Run
 from srm.mm2.policy import DefaultReplicationPolicy
-from srm.replication.mirror import offset_syncs_topic
+from srm.replication.delivery import offset_syncs_topic
 
 
 @pytest.mark.aws_adapter

@@ -65,18 +65,14 @@ from srm.kafka.transactions import TransactionalProducers
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext
+from srm.replication.context import MirrorContext, StateWriters, TopicNotReplicatedError
 from srm.replication.continuity import log_end_lookup, topic_id_lookup
 from srm.replication.dead_letters import DirectoryDeadLetters, MessageSizeLimits, NoDeadLetters
+from srm.replication.delivery import offset_syncs_topic
 from srm.replication.exactly_once import ExactlyOnce
 from srm.replication.heartbeat import HeartbeatContext
 from srm.replication.mappings import EventSourceMappings
-from srm.replication.mirror import (
-    MirrorContext,
-    StateWriters,
-    TopicNotReplicatedError,
-    log_start_lookup,
-    offset_syncs_topic,
-)
+from srm.replication.mirror import log_start_lookup
 from srm.replication.takeover import Takeover
 from srm.replication.topic_sync import SeenOnce, TopicSyncContext
 

@@ -13,7 +13,8 @@ from aws_lambda_powertools import Logger
 from srm.app import App
 from srm.core.events import DecodedEvent, MalformedEventError, parse_event
 from srm.metrics.emf import publish
-from srm.replication.mirror import BatchResult, DataLossError, DeliveryError, MirrorError, replicate_batch
+from srm.replication.context import BatchResult, DataLossError, DeliveryError, MirrorError
+from srm.replication.mirror import replicate_batch
 
 # Before each call the Lambda runtime turns the event (up to 6 MB of JSON, some 10^5 objects) into Python objects,
 # inside the billed duration; with the default thresholds the garbage collector walks every object of the container

@@ -40,7 +40,7 @@ from srm.kafka.transactions import TransactionError, read_source_offsets
 from srm.mm2.client import read_to_end
 from srm.mm2.formats import FormatError, OffsetSync
 from srm.mm2.policy import ReplicationPolicy
-from srm.replication.mirror import offset_syncs_topic
+from srm.replication.delivery import offset_syncs_topic
 
 __all__ = ["StartPosition", "Takeover", "TakeoverError", "TakeoverReport", "mm2_tail", "take_over"]
 
