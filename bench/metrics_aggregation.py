@@ -22,8 +22,8 @@ FILES = 100  # ~16 MB each: the FileSink and Firehose buffer bound (files are re
 
 
 def write_raw(root: Path, rows: int) -> int:
+    from srm.metrics.model.sketch import Sketch
     from srm.metrics.sinks import raw_partition
-    from srm.metrics.sketch import Sketch
 
     rng = random.Random(1)
     sketches = []

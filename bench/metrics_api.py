@@ -31,7 +31,7 @@ def _fill(endpoint: str, now_ms: int) -> None:
     from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
     from srm.config.parsing import Properties
     from srm.config.settings import SrmConfig
-    from srm.metrics.series import MetricPoint, Series
+    from srm.metrics.model.series import MetricPoint, Series
 
     db = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint)
     create_config_table(db, "srm-config")

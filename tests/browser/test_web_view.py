@@ -20,7 +20,7 @@ from srm.app import App
 from srm.control.metrics import MetricQueries
 from srm.handlers.metrics_api import lambda_handler
 from srm.local.api_server import ApiServer
-from srm.metrics.series import MetricPoint, Series
+from srm.metrics.model.series import MetricPoint, Series
 from tests.support.metrics_api import LATENCY_1, LATENCY_2, NOW, OLD, W1, W2, known_metrics, window
 
 pytestmark = pytest.mark.browser

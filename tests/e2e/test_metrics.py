@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from srm.aws.metrics_table import MetricsTable
-from srm.metrics.series import MetricPoint, Series
+from srm.metrics.model.series import MetricPoint, Series
 from tests.support.kafka import Rec, create_topic, produce, unique, wait_for, wait_replicated
 from tests.support.runtime import SrmRun, write_config
 

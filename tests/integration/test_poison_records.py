@@ -24,7 +24,7 @@ from srm.core.dead_letters import DeadLetter, record_batch_size
 from srm.core.offsets import Run
 from srm.handlers.mirror import lambda_handler
 from srm.local.event_source import LocalContext
-from srm.metrics.schema import decode
+from srm.metrics.model.schema import decode
 from srm.replication.context import MirrorError, RecordTooLargeError
 from tests.integration.test_mirror_handler import kafka_event
 from tests.support.kafka import admin, create_topic, read_partition, read_topic, topic_partitions, unique, wait_for

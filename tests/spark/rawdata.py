@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from srm.metrics.schema import MirrorBatch, SketchData, encode
+from srm.metrics.model.schema import MirrorBatch, SketchData, encode
+from srm.metrics.model.sketch import Sketch
 from srm.metrics.sinks import raw_partition
-from srm.metrics.sketch import Sketch
 
 T0 = 1_700_002_800_000  # 2023-11-14 23:00:00 UTC, the start of an hour
 MINUTE = 60_000

@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, parse_lines
-from srm.metrics.names import TABLE_ATTRIBUTES
-from srm.metrics.schema import (
+from srm.metrics.model.names import TABLE_ATTRIBUTES
+from srm.metrics.model.schema import (
     CheckpointRun,
     DeadLetterBatch,
     HeartbeatSample,
@@ -22,8 +22,8 @@ from srm.metrics.schema import (
     TopicSyncRun,
     encode,
 )
-from srm.metrics.series import RESOLUTIONS
-from srm.metrics.sketch import ALPHA, Sketch
+from srm.metrics.model.series import RESOLUTIONS
+from srm.metrics.model.sketch import ALPHA, Sketch
 from tests.spark.rawdata import HOUR, MINUTE, T0, Batch, batches
 
 # One worker runs them all (pytest-xdist --dist loadgroup), so the session has one SparkSession.

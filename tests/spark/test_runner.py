@@ -13,8 +13,8 @@ from moto import mock_aws
 from pyspark.sql import SparkSession
 
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
+from srm.metrics.model.schema import LagSample, encode
 from srm.metrics.runner import LocalRawStore, run_once
-from srm.metrics.schema import LagSample, encode
 from tests.spark.rawdata import HOUR, MINUTE, T0, batches, encoded, write
 
 # One worker runs them all (pytest-xdist --dist loadgroup), so the session has one SparkSession.

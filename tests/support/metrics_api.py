@@ -19,7 +19,7 @@ from srm.aws.metrics_table import MetricsTable, create_metrics_table
 from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
-from srm.metrics.series import MetricPoint, Series
+from srm.metrics.model.series import MetricPoint, Series
 
 NOW = int(time.time() * 1000) // 60_000 * 60_000  # the current minute's window start
 W1, W2 = NOW - 3 * 60_000, NOW - 2 * 60_000  # two recent windows

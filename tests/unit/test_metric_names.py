@@ -17,8 +17,8 @@ from srm.handlers.mirror import mirror_values
 from srm.handlers.topic_sync import topic_sync_values
 from srm.kafka.acls import AclSyncResult
 from srm.metrics.emf import publish
-from srm.metrics.names import DIMENSIONS, EMF_METRICS, NAMESPACE, TABLE_ATTRIBUTES
-from srm.metrics.sketch import Sketch
+from srm.metrics.model.names import DIMENSIONS, EMF_METRICS, NAMESPACE, TABLE_ATTRIBUTES
+from srm.metrics.model.sketch import Sketch
 from srm.replication.checkpoint import CheckpointResult, FlowSample
 from srm.replication.context import BatchResult, TopicStats
 from srm.replication.topic_sync import TopicSyncResult

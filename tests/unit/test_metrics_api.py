@@ -36,8 +36,8 @@ from srm.errors import ConfigError
 from srm.handlers.metrics_api import lambda_handler, openapi_json
 from srm.local.api_server import ApiServer, api_url, gateway_event
 from srm.local.store import free_port
-from srm.metrics.names import TABLE_ATTRIBUTES
-from srm.metrics.series import MetricPoint, Series
+from srm.metrics.model.names import TABLE_ATTRIBUTES
+from srm.metrics.model.series import MetricPoint, Series
 from tests.support.events import load_event
 from tests.support.metrics_api import LATENCY_1, LATENCY_2, NOW, OLD, W1, W2, known_metrics, window
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from srm.metrics import schema
-from srm.metrics.schema import (
+from srm.metrics.model import schema
+from srm.metrics.model.schema import (
     CheckpointRun,
     DataLoss,
     DeadLetterBatch,
@@ -20,7 +20,7 @@ from srm.metrics.schema import (
     decode,
     encode,
 )
-from srm.metrics.sketch import Sketch
+from srm.metrics.model.sketch import Sketch
 
 FLOW = {"ts": 1_700_000_000_000, "source": "a", "target": "b"}
 RECORDS = [

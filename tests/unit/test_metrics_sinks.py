@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from srm.aws.firehose import FirehoseSink
-from srm.metrics.schema import HeartbeatSample, decode, encode
+from srm.metrics.model.schema import HeartbeatSample, decode, encode
 from srm.metrics.sinks import FileSink, MetricsEmitter, raw_partition
 from tests.support.aws import aws
 

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from srm.metrics.schema import SketchData
-from srm.metrics.sketch import ALPHA, Sketch
+from srm.metrics.model.schema import SketchData
+from srm.metrics.model.sketch import ALPHA, Sketch
 
 values = st.lists(st.floats(min_value=1.0, max_value=1e7, allow_nan=False), min_size=1, max_size=300)
 with_small = st.lists(

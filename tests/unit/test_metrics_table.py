@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
-from srm.metrics.series import MetricPoint, Series
+from srm.metrics.model.series import MetricPoint, Series
 from tests.support.aws import aws
 
 pytestmark = pytest.mark.aws_adapter

@@ -26,7 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from srm.metrics.series import MetricPoint, Series
+from srm.metrics.model.series import MetricPoint, Series
 
 __all__ = ["MetricsTable", "MetricsTableError", "create_metrics_table"]
 

@@ -32,6 +32,7 @@ from botocore.config import Config
 from srm.app import secrets_manager_resolver
 from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
 from srm.aws.state import StateError, StateStore, create_state_table
+from srm.cli.tables import table, takeover_lines
 from srm.config.settings import load_file
 from srm.control.edits import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
 from srm.control.failover import NoOffsetsError, export_csv, failover_offsets, translated_by, untranslated_notes
@@ -309,7 +310,7 @@ def _flows_list(session: Session, args: argparse.Namespace) -> int:
     rows = [
         [f.name, "yes" if f.enabled else "no", _brief(f, f.topics), _brief(f, f.groups), _changed(f)] for f in flows
     ]
-    session.print(*_table(["FLOW", "ENABLED", "TOPICS", "GROUPS", "LAST CHANGED"], rows))
+    session.print(*table(["FLOW", "ENABLED", "TOPICS", "GROUPS", "LAST CHANGED"], rows))
     return 0
 
 
@@ -442,7 +443,7 @@ def _status(session: Session, args: argparse.Namespace) -> int:
         for s in statuses
     ]
     headers = ["FLOW", "ENABLED", "TOPICS", "LAG", "LAST HEARTBEAT", "LATENCY", "LAST CHECKPOINT"]
-    session.print(*_table(headers, rows))
+    session.print(*table(headers, rows))
     for s in statuses:
         for stall in s.stalled:
             since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stall.since_ms / 1000))
@@ -479,7 +480,7 @@ def _topic_lines(status: FlowStatus) -> list[str]:
     if not status.topics:
         return ["  (no topic selected)"]
     rows = [[t.topic, t.remote, str(t.partitions), "?" if t.lag is None else str(t.lag)] for t in status.topics]
-    return ["  " + line for line in _table(["TOPIC", "REMOTE TOPIC", "PARTITIONS", "LAG"], rows)]
+    return ["  " + line for line in table(["TOPIC", "REMOTE TOPIC", "PARTITIONS", "LAG"], rows)]
 
 
 def _age(ms: int | None, now_ms: float) -> str:
@@ -490,11 +491,6 @@ def _age(ms: int | None, now_ms: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f}{unit} ago"
     return f"{seconds:.0f}s ago"
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [headers, *rows]]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -560,7 +556,7 @@ def _offsets(session: Session, args: argparse.Namespace) -> int:
         [c.topic, str(c.partition), str(c.offset), str(c.upstream_offset), by.get((c.topic, c.partition), "?")]
         for c in offsets
     ]
-    session.print(*_table(["TOPIC", "PARTITION", "OFFSET", f"OFFSET ON {args.source}", "TRANSLATED BY"], rows))
+    session.print(*table(["TOPIC", "PARTITION", "OFFSET", f"OFFSET ON {args.source}", "TRANSLATED BY"], rows))
     return 0
 
 
@@ -596,7 +592,7 @@ def _takeover(session: Session, args: argparse.Namespace) -> int:
         json.dump(report.to_dict(), session.out, indent=2)
         session.out.write("\n")
     else:
-        session.print(*report.lines())
+        session.print(*takeover_lines(report))
     return 0
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from srm.cli.tables import table
 from srm.local.api_client import MetricsApiClient
 
 __all__ = ["render", "watch"]
@@ -30,17 +31,6 @@ def _age(ms: int | None) -> str:
 
 def _clock(ms: int | None) -> str:
     return "-" if ms is None else datetime.fromtimestamp(ms / 1000).strftime("%H:%M:%S")
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
-    # names left-aligned, figures right-aligned
-    return [
-        "  ".join(
-            cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in (header, *rows)
-    ]
 
 
 def render(flows: Sequence[dict[str, Any]]) -> str:
@@ -67,7 +57,7 @@ def render(flows: Sequence[dict[str, Any]]) -> str:
     servers = [(f.get("served_by") or {}).get("name") or "-" for f in flows]
     if len(set(servers)) > 1:  # a gateway's answer: say which deployment runs each flow
         header, rows = (*header, "SERVED BY"), [(*row, server) for row, server in zip(rows, servers, strict=True)]
-    lines = _table(header, rows)
+    lines = table(header, rows, figures_from=2)
     for f in flows:
         lines += ["", f"{f['source']}->{f['target']} topics:"]
         if f.get("error"):
@@ -91,7 +81,7 @@ def render(flows: Sequence[dict[str, Any]]) -> str:
             )
             for t in topics
         ]
-        lines += ["  " + line for line in _table(_TOPIC_COLUMNS, topic_rows)]
+        lines += ["  " + line for line in table(_TOPIC_COLUMNS, topic_rows, figures_from=2)]
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from srm.cli.tables import takeover_lines
 from srm.config.settings import load_file
 from srm.errors import ConfigError, PermanentError, SrmError
 
@@ -166,7 +167,7 @@ def _takeover(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
     for report in [] if args.json else reports:
-        print("\n".join(report.lines()))
+        print("\n".join(takeover_lines(report)))
     return 0
 
 

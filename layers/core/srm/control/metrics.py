@@ -16,8 +16,8 @@ from srm.aws.metrics_table import MetricsTable
 from srm.aws.state import StateStore, TopicMappingRecord
 from srm.config.settings import SrmConfig
 from srm.errors import SrmError
-from srm.metrics.names import TABLE_DISTRIBUTIONS
-from srm.metrics.series import RESOLUTIONS, MetricPoint, Series
+from srm.metrics.model.names import TABLE_DISTRIBUTIONS
+from srm.metrics.model.series import RESOLUTIONS, MetricPoint, Series
 
 __all__ = [
     "METRICS",

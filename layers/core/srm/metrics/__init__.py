@@ -1,4 +1,5 @@
-"""Replication metrics: the raw record (:mod:`.schema`), the sketch (:mod:`.sketch`), the sinks that carry raw
-records off the record path (:mod:`.sinks`), the metrics table (:mod:`.table`) and the Spark aggregation from raw
-records to the table (:mod:`.aggregate`, :mod:`.runner`; they import pyspark, so nothing here imports them).
+"""Replication metrics. :mod:`.model` is pure: the raw record (schema), the sketch, series and names. Beside it, its
+adapters: the sinks that carry raw records off the record path (:mod:`.sinks`), EMF and the CloudWatch dashboard
+(:mod:`.emf`, :mod:`.dashboard`), and the Spark aggregation from raw records to the metrics table
+(:mod:`.aggregate`, :mod:`.runner`; they import pyspark, so nothing here imports them).
 """

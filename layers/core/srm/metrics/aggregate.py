@@ -1,7 +1,7 @@
 """Raw metric records → aggregated metrics, as pure functions of Spark DataFrames (no I/O but :func:`read_lines`).
 
 :func:`parse_lines` turns JSON lines (``file``, ``line``, ``text``) into records typed by the raw schema
-(:mod:`srm.metrics.schema`, whose field table this module turns into a Spark schema) and bad lines with a reason.
+(:mod:`srm.metrics.model.schema`, whose field table this module turns into a Spark schema) and bad lines with a reason.
 :func:`aggregate` turns records into one row per resolution (1 minute, 1 hour), level (partition, topic, flow),
 series and window, with the metrics of :mod:`srm.metrics.table` as snake_case columns.
 
@@ -13,7 +13,7 @@ How it aggregates, natively (no Python per row):
 * distributions (replication latency, record age, checkpoint latency) merge sketches: buckets are exploded
   (index, count; the zero bucket as index ``ZERO_INDEX``), counts summed per bucket, and quantile ``q`` of ``n``
   values is the first bucket, by index, whose running count exceeds ``q * (n - 1)``, reported as the bucket's value
-  clamped to the exact min and max: the same answer as :meth:`srm.metrics.sketch.Sketch.quantile` of the merged
+  clamped to the exact min and max: the same answer as :meth:`srm.metrics.model.sketch.Sketch.quantile` of the merged
   sketch. Count, min, max and avg are exact;
 * lag at a window's end is the last sample of each partition in the window (by ``ts``), summed over the
   partitions of a topic or flow; the oldest-unreplicated age is the largest of them. Heartbeat age and latency are
@@ -30,9 +30,9 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from srm.metrics.schema import FIELD_TYPES, KINDS, REQUIRED, SCHEMA_VERSION
-from srm.metrics.series import LEVELS, RESOLUTIONS
-from srm.metrics.sketch import GAMMA, ZERO_INDEX
+from srm.metrics.model.schema import FIELD_TYPES, KINDS, REQUIRED, SCHEMA_VERSION
+from srm.metrics.model.series import LEVELS, RESOLUTIONS
+from srm.metrics.model.sketch import GAMMA, ZERO_INDEX
 
 __all__ = [
     "OUTPUT_KEYS",

@@ -3,8 +3,8 @@
 After a change, regenerate the template's copy with ``python -m srm.metrics.dashboard``.
 
 The body holds CloudFormation placeholders (``${AWS::Region}``, the flow's aliases, the functions' names and the
-alarms' ARNs), which ``!Sub`` fills in per stack. srm's metrics are named from :mod:`srm.metrics.names` and use the
-dimensions the functions emit them with (``Flow``; per topic ``Flow`` + ``Topic`` are not on the dashboard, their
+alarms' ARNs), which ``!Sub`` fills in per stack. srm's metrics are named from :mod:`srm.metrics.model.names` and use
+the dimensions the functions emit them with (``Flow``; per topic ``Flow`` + ``Topic`` are not on the dashboard, their
 topics being unknown when the stack is deployed).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from srm.metrics.names import EMF_METRICS, NAMESPACE
+from srm.metrics.model.names import EMF_METRICS, NAMESPACE
 
 __all__ = ["ALARMS", "FLOW", "FUNCTIONS", "body"]
 
@@ -35,7 +35,7 @@ WIDTH, HEIGHT = 12, 6  # two graphs a row (the grid is 24 wide)
 
 def _srm(name: str, stat: str, label: str) -> list[Any]:
     if name not in EMF_METRICS:
-        raise KeyError(f"{name} is not listed in srm.metrics.names.EMF_METRICS")
+        raise KeyError(f"{name} is not listed in srm.metrics.model.names.EMF_METRICS")
     return [NAMESPACE, name, "Flow", FLOW, {"stat": stat, "label": label}]
 
 

@@ -1,6 +1,6 @@
 """CloudWatch metrics in the Embedded Metric Format, through Powertools: one EMF document per dimension set.
 
-A function's values go out with dimension ``Flow`` or ``Flow`` + ``Topic`` (:mod:`srm.metrics.names`), never more;
+A function's values go out with dimension ``Flow`` or ``Flow`` + ``Topic`` (:mod:`srm.metrics.model.names`), never more;
 each call builds its own :class:`EphemeralMetrics`, so invocations running side by side in one process (the local
 runtime) share no metric state. ``POWERTOOLS_METRICS_DISABLED`` turns printing off (the local runtime's default).
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from aws_lambda_powertools.metrics import EphemeralMetrics
 
-from srm.metrics.names import EMF_METRICS, NAMESPACE
+from srm.metrics.model.names import EMF_METRICS, NAMESPACE
 
 __all__ = ["publish"]
 
@@ -27,7 +27,7 @@ def publish(flow: str, values: Iterable[Value]) -> None:
     by_topic: dict[str | None, list[tuple[str, float]]] = defaultdict(list)
     for name, value, topic in values:
         if name not in EMF_METRICS:
-            raise KeyError(f"{name} is not listed in srm.metrics.names.EMF_METRICS")
+            raise KeyError(f"{name} is not listed in srm.metrics.model.names.EMF_METRICS")
         by_topic[topic].append((name, value))
     for topic, metrics in by_topic.items():
         try:

@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, bad_of, check_lines, read_lines, records_of
-from srm.metrics.series import RESOLUTIONS, MetricPoint, Series
+from srm.metrics.model.series import RESOLUTIONS, MetricPoint, Series
 
 __all__ = ["LocalRawStore", "RawFile", "RawStore", "RunReport", "S3RawStore", "points", "run_once"]
 

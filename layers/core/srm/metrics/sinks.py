@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from srm.metrics.schema import encode
+from srm.metrics.model.schema import encode
 
 __all__ = ["Emitter", "FileSink", "MetricsEmitter", "NullEmitter", "Sink", "SinkError", "raw_partition"]
 
@@ -153,7 +153,7 @@ class MetricsEmitter:
         self._thread.start()
 
     def emit(self, record: Any) -> None:
-        """Queue one record (a :mod:`srm.metrics.schema` model); never blocks, never raises."""
+        """Queue one record (a :mod:`srm.metrics.model.schema` model); never blocks, never raises."""
         try:
             line = encode(record.model_copy(update={"id": f"{self.producer}:{next(self._sequence)}"}))
         except Exception as e:  # a metric must never fail the batch it describes

@@ -32,9 +32,9 @@ from srm.core.plans import mapping_group_id
 from srm.errors import RetriableError
 from srm.kafka.admin import end_offsets, group_offsets
 from srm.kafka.clients import produce_and_wait
-from srm.metrics.schema import CheckpointRun, HeartbeatSample, LagSample, SketchData
+from srm.metrics.model.schema import CheckpointRun, HeartbeatSample, LagSample, SketchData
+from srm.metrics.model.sketch import Sketch
 from srm.metrics.sinks import Emitter, NullEmitter
-from srm.metrics.sketch import Sketch
 from srm.mm2.formats import Checkpoint
 from srm.mm2.policy import ReplicationPolicy
 

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from srm.aws.state import ResetRecord, StateStore
 from srm.core.continuity import Loss, Reset, known_topic_id, lost_range, reset_reason
 from srm.core.events import PartitionBatch
-from srm.metrics.schema import DataLoss, TopicReset
+from srm.metrics.model.schema import DataLoss, TopicReset
 from srm.metrics.sinks import Emitter
 
 __all__ = ["Findings", "SourceLookups", "check_batches", "log_end_lookup", "topic_id_lookup"]

@@ -39,8 +39,8 @@ from srm.core.loops import stamp_provenance
 from srm.core.offsets import Origin, Run, runs_from_pairs
 from srm.kafka.clients import Acks
 from srm.kafka.transactions import TransactionError
-from srm.metrics.schema import DeadLetterBatch, MirrorBatch, MirrorFailure, SketchData
-from srm.metrics.sketch import Sketch
+from srm.metrics.model.schema import DeadLetterBatch, MirrorBatch, MirrorFailure, SketchData
+from srm.metrics.model.sketch import Sketch
 from srm.replication.context import (
     BatchResult,
     DataLossError,

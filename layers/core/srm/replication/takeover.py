@@ -345,30 +345,6 @@ class TakeoverReport:
             "tail": self.tail,
         }
 
-    def lines(self) -> list[str]:
-        rows = [
-            [
-                p.topic,
-                str(p.partition),
-                "log start" if p.offset is None else str(p.offset),
-                "-" if not p.from_mm2 else "?" if p.tail is None else str(p.tail),
-                p.where,
-            ]
-            for p in self.positions
-        ]
-        headers = ["TOPIC", "PARTITION", "START", "TAIL", "READ FROM"]
-        widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [headers, *rows]]
-        unknown = sum(1 for p in self.from_mm2 if p.tail is None)
-        summary = (
-            f"{len(self.from_mm2)} of {len(self.positions)} partitions start where MirrorMaker 2 stood; {self.tail} "
-            "copies it made past its recorded positions will be written again"
-            + (f" ({unknown} partitions: unknown)" if unknown else "")
-        )
-        if self.dry_run:
-            return [*table, f"{self.flow}: dry run, nothing written: {summary}"]
-        return [*table, f"{self.flow}: committed to the mapping groups on {self.flow.source}: {summary}"]
-
 
 def take_over(
     config: SrmConfig, flow: Flow, resolver: SecretResolver, *, dry_run: bool, timeout: float = 30.0

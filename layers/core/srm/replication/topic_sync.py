@@ -42,7 +42,7 @@ from srm.errors import RetriableError
 from srm.flow import Flow
 from srm.kafka.acls import AclSyncResult, TopicAcls
 from srm.kafka.admin import RemoteTopics, list_topics, sync_topic_configs
-from srm.metrics.schema import TopicSyncRun
+from srm.metrics.model.schema import TopicSyncRun
 from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.mappings import EventSourceMappings, MappingSyncResult, sync_mappings

@@ -122,7 +122,7 @@ class Sketch:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Sketch:
-        """The sketch of a JSON form already validated (see :class:`srm.metrics.schema.SketchData`)."""
+        """The sketch of a JSON form already validated (see :class:`srm.metrics.model.schema.SketchData`)."""
         return cls(
             n=data["n"],
             min=data["min"],

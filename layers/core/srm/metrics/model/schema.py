@@ -33,7 +33,7 @@ kind              fields
                   ``replicated_end`` (what its old incarnation had replicated)
 ================  ====================================================================================================
 
-A sketch is :class:`srm.metrics.sketch.Sketch`'s JSON form (:class:`SketchData`). Unknown fields are ignored (so
+A sketch is :class:`srm.metrics.model.sketch.Sketch`'s JSON form (:class:`SketchData`). Unknown fields are ignored (so
 a reader keeps working when a field is added); a change of meaning or type is a new version. Types are strict
 (no "5" for 5, no 1.5 for an int), the same rules Spark's JSON reader applies in :mod:`srm.metrics.aggregate`,
 which builds its schema from :data:`FIELD_TYPES` and its checks from :data:`REQUIRED`.
@@ -49,7 +49,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from srm.metrics.sketch import Sketch
+from srm.metrics.model.sketch import Sketch
 
 __all__ = [
     "FIELD_TYPES",
