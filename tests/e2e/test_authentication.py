@@ -253,13 +253,15 @@ def test_refused_connection_is_one_line_naming_the_cluster_and_the_cause(secured
 
 # -- least privilege ---------------------------------------------------------------------------------------------
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.BROKER
+TXN = ResourceType.TRANSACTIONAL_ID
 Op = AclOperation
 Grant = tuple[ResourceType, str, bool, tuple[AclOperation, ...]]  # resource type, name, prefixed, operations
 
 
 def guide_acls(s: str, t: str) -> dict[str, dict[str, list[Grant]]]:
     """infra/README.md, "Kafka ACLs for a SCRAM or mTLS user", row by row (without exactly-once), with the offset
-    syncs on the target (``offset-syncs.topic.location = target``): by function, then cluster."""
+    syncs on the target (``offset-syncs.topic.location = target``) and the state of `srm run` there: by function,
+    then cluster."""
     return {
         "event source mappings": {
             s: [
@@ -299,6 +301,16 @@ def guide_acls(s: str, t: str) -> dict[str, dict[str, list[Grant]]]:
             ],
         },
         "heartbeat": {s: [(TOPIC, "heartbeats", False, (Op.DESCRIBE, Op.CREATE, Op.WRITE))]},
+        "srm run's nodes": {
+            t: [
+                *[
+                    (TOPIC, prefix, True, (Op.DESCRIBE, Op.CREATE, Op.READ, Op.WRITE))
+                    for prefix in ("srm-store.", "srm-metrics.", "srm-nodes.")
+                ],
+                (GROUP, "srm-leader.", True, (Op.DESCRIBE, Op.READ)),
+                (TXN, "srm-store-", True, (Op.DESCRIBE, Op.WRITE)),
+            ]
+        },
         "metrics API": {
             alias: [
                 (TOPIC, "srm-metrics-api.internal", False, (Op.DESCRIBE, Op.READ)),

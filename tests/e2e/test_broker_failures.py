@@ -16,12 +16,14 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from srm.local.clusters import LocalCluster
 from tests.e2e.test_exactly_once_faults import EOS, assert_exactly_once
-from tests.e2e.test_worker_crashes import PARTITIONS, RECOVERY_BOUND_S, Arrivals, Traffic
 from tests.support.clusters import RUNNING, using_external_clusters
 from tests.support.kafka import admin, create_topic, topic_partitions, unique, wait_for
 from tests.support.runtime import SrmRun, write_config
+from tests.support.traffic import RECOVERY_BOUND_S, Arrivals, Traffic
 
 pytestmark = pytest.mark.e2e
+
+PARTITIONS = 4
 
 
 @contextmanager

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_worker_crashes import PARTITIONS, Arrivals, Traffic, recovery, worker_pid
 from tests.support.kafka import create_topic, read_topic, topic_partitions, unique, wait_for
 from tests.support.runtime import SrmRun, write_config
+from tests.support.traffic import Arrivals, Traffic, recovery, worker_pid
 
 pytestmark = pytest.mark.e2e
+
+PARTITIONS = 4
 
 EOS = {"exactly.once.source.support": "enabled", "mirror.delivery.timeout.ms": 5000}
 

@@ -5,7 +5,6 @@ a group that rewinds below the restart point gets no checkpoint — not one that
 
 from __future__ import annotations
 
-import shutil
 import signal
 from pathlib import Path
 
@@ -112,7 +111,8 @@ def test_restart_between_phases_keeps_translation_exact_for_a_group_rewound_belo
 
 
 def test_state_removed_rewound_group_gets_no_checkpoint_and_offsets_command_says_why(clusters, tmp_path: Path):
-    # GIVEN a first phase replicated, srm run stopped, its durable state deleted, restarted, a second phase
+    # GIVEN a first phase replicated, srm run stopped, its state gone (restarted as a cluster of nodes of another name:
+    # a state of its own, empty), a second phase
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic, group = unique("lost"), unique("app")
     remote = f"a.{topic}"
@@ -122,7 +122,7 @@ def test_state_removed_rewound_group_gets_no_checkpoint_and_offsets_command_says
     with SrmRun(config, tmp_path) as run:
         wait_copied(a, topic, b, remote)
     assert run.process.returncode == 0
-    shutil.rmtree(tmp_path / ".srm-local" / "dynamodb")
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST)
     with SrmRun(config, tmp_path):
         produce_phase(a, topic, 1)
         wait_copied(a, topic, b, remote)

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from tests.e2e.test_failover import consume_and_commit, produce_values, wait_group_synced
-from tests.support.kafka import create_topic, unique, wait_replicated
+from tests.support.kafka import create_topic, read_partition, unique, wait_replicated
 from tests.support.runtime import SrmRun, run_cli, wait_log
 
 pytestmark = pytest.mark.e2e
@@ -146,19 +146,26 @@ def test_secrets_never_leak_from_the_runtime_or_the_clis(clusters, tmp_path: Pat
         cli("srm-control", "--local", "offsets", "--source", "a", "--target", "b", "--group", group)
         cli("srm", "metrics", "--once", "--json")
         items = dynamodb_items(work)
+        logged = [
+            r.value or b""
+            for topic in ("srm-store.srm-a-b.internal", "srm-metrics.srm-a-b.internal")
+            for r in read_partition(b, topic, 0)
+        ]
     outputs.append(run.output())
 
     # THEN the check showed the secrets' keys, masked
     assert "sasl.password = ********" in check and "ssl.key.password = ********" in check
-    # AND no byte srm wrote holds a secret: outputs, logs, .srm-local (DynamoDB Local's files, raw metrics), items
+    # AND no byte srm wrote holds a secret: outputs, logs, .srm-local (raw metrics), the tables, the topics holding
+    # them on the target (the state's and the raw metrics')
     written = [p for p in work.rglob("*") if p.is_file() and p != config]
-    assert any(".srm-local" in p.parts and "dynamodb" in str(p) for p in written)
     assert any("raw" in p.parts for p in written), "no raw metric files were written"
     assert items, "the tables are empty"
+    assert logged, "the state's topic is empty"
     for secret in (secret_env, secret_jaas, secret_file, secret_plain):
         for text in outputs:
             assert secret not in text
         assert secret not in json.dumps(items)
+        assert not any(secret.encode() in value for value in logged)
         for path in written:
             assert secret.encode() not in path.read_bytes(), f"{secret} in {path}"
 

@@ -1,6 +1,7 @@
 """Topic sync in-process against real brokers: the local runtime's emulated event source mappings follow the same
-decisions as the Lambda API adapter (created, disabled by a filter change, deleted with the topic, idempotent), and
-the state table records them. (Topic ACL sync, a target without an authorizer included: tests/e2e/test_acl_sync.py.)"""
+decisions as the Lambda API adapter (created, disabled by a filter change, deleted with the topic, idempotent), the
+state table records them, and a node's running mappings follow the records. (Topic ACL sync, a target without an
+authorizer included: tests/e2e/test_acl_sync.py.)"""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ class Flow:
         self.configure(topics=f"{self.prefix}\\..*")
         self.app = App(Environment("a", "b", config_cache_seconds=0), dynamodb=db)
         self.invocations: list[dict[str, Any]] = []
-        self.mappings = LocalEventSources(self.app, lambda event, _ctx: self.invocations.append(event))
+        self.mappings = LocalEventSources(
+            self.app, lambda event, _ctx: self.invocations.append(event), member_id=unique("node")
+        )
         self.app.event_sources = self.mappings
 
     def configure(self, **flow: str) -> None:
@@ -56,6 +59,8 @@ class Flow:
         return result.mappings.summary()
 
     def running(self) -> set[str]:
+        """The mappings this node runs once it followed the state's records (as its worker does every second)."""
+        self.mappings.follow(self.app.state.event_source_mappings("a", "b"))
         return {t for t, m in self.mappings.mappings().items() if m.is_alive()}
 
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ import yaml
 def write_config(
     path: Path, clusters: Mapping[str, str], flows: Mapping[str, Mapping[str, Any]], **settings: Any
 ) -> Path:
-    """A YAML config: ``clusters`` alias → bootstrap, ``flows`` "a->b" → settings, the rest global."""
+    """A YAML config: ``clusters`` alias → bootstrap, ``flows`` "a->b" → settings, the rest global. Its nodes form a
+    cluster of their own (``nodes.group.id``): other tests' runs on the shared clusters share no state with it."""
     doc: dict[str, Any] = {
         "clusters": {alias: {"bootstrap.servers": b} for alias, b in clusters.items()},
         "flows": {name: {"enabled": True, **f} for name, f in flows.items()},
@@ -25,6 +27,7 @@ def write_config(
         "refresh.topics.interval.seconds": 1,
         "event.source.batching.window.ms": 50,
         "emit.heartbeats.interval.seconds": 1,
+        "nodes.group.id": f"srm-test-{uuid.uuid4().hex[:8]}",
         **settings,
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

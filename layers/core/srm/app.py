@@ -15,7 +15,10 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_SOURCE_SECRET_ARN``         topic sync only: the secret of those credentials
 ``SRM_MAPPING_FAILURE_DESTINATION`` topic sync only: the mappings' on-failure destination (``event.source.on.failure``)
 ``SRM_METRICS_STREAM``            the Firehose delivery stream of raw metric records (monitoring template)
-``SRM_METRICS_DIR``               local runtime: raw metric records go to ``<dir>/raw/dt=…/hour=…`` instead
+``SRM_METRICS_DIR``               local runtime: raw metric records go to ``<dir>/raw/dt=…/hour=…`` instead …
+``SRM_METRICS_TOPIC``             … or, with the state in Kafka, to this topic on ``SRM_STORE_CLUSTER`` (all nodes')
+``SRM_NODE_ID``                   local runtime: this node's id among the nodes of its cluster
+``AWS_LAMBDA_FUNCTION_NAME``      (set by Lambda) names the checkpoints' emitter where no node does
 ``SRM_API_URL``                   the metrics API's base URL, advertised by topic sync (remote querying)
 ``SRM_DEPLOYMENT_NAME``           the name it is advertised under unless ``metrics.api.deployment.name`` says
 ``SRM_DEAD_LETTER_BUCKET``        the S3 bucket of records the target refused (``errors.tolerance = all``) …
@@ -46,6 +49,7 @@ from srm.aws.dead_letters import S3DeadLetters
 from srm.aws.firehose import FirehoseSink
 from srm.aws.lambda_mappings import LambdaEventSources
 from srm.aws.metrics_table import MetricsTable
+from srm.aws.nodes import Nodes
 from srm.aws.secrets import DEFAULT_SECRETS_MAX_AGE, secrets_manager_resolver
 from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings, SrmConfig
@@ -60,6 +64,7 @@ from srm.kafka.acls import TopicAcls
 from srm.kafka.admin import RemoteTopics, ensure_topic, max_message_bytes
 from srm.kafka.adverts import ADVERTS_TOPIC, read_adverts
 from srm.kafka.clients import KafkaClients, build, consumer_config, producer_config
+from srm.kafka.raw_metrics import KafkaSink
 from srm.kafka.readers import quiet_probe
 from srm.kafka.transactions import TransactionalProducers
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
@@ -94,7 +99,11 @@ class Environment:
     source_auth: tuple[str, str] | None = None  # how the mappings authenticate (SRM_SOURCE_AUTH, _SECRET_ARN)
     mapping_failure_destination: str | None = None  # where mappings send batches they give up on (dead-letter)
     metrics_stream: str | None = None  # raw metrics to this Firehose stream …
-    metrics_dir: str | None = None  # … or, locally, into files under this folder; neither: none are emitted
+    metrics_dir: str | None = None  # … or, locally, into files under this folder …
+    metrics_topic: str | None = None  # … or into this topic of the store cluster; none of them: none are emitted
+    store_cluster: str | None = None  # the cluster holding an srm run cluster's state (and metrics topic)
+    node_id: str | None = None  # the local runtime's node (else the Lambda function is the emitter of checkpoints)
+    function_name: str | None = None
     api_url: str | None = None  # this deployment's metrics API, advertised to peers (remote querying)
     deployment: str | None = None  # its default name (else the region)
     dead_letter_bucket: str | None = None  # records the target refuses go to this bucket …
@@ -126,6 +135,10 @@ class Environment:
             mapping_failure_destination=env.get("SRM_MAPPING_FAILURE_DESTINATION") or None,
             metrics_stream=env.get("SRM_METRICS_STREAM") or None,
             metrics_dir=env.get("SRM_METRICS_DIR") or None,
+            metrics_topic=env.get("SRM_METRICS_TOPIC") or None,
+            store_cluster=env.get("SRM_STORE_CLUSTER") or None,
+            node_id=env.get("SRM_NODE_ID") or None,
+            function_name=env.get("AWS_LAMBDA_FUNCTION_NAME") or None,
             api_url=(env.get("SRM_API_URL") or "").rstrip("/") or None,
             deployment=env.get("SRM_DEPLOYMENT_NAME") or None,
             dead_letter_bucket=env.get("SRM_DEAD_LETTER_BUCKET") or None,
@@ -218,6 +231,13 @@ class App:
         if self.env.metrics_stream:
             client = boto3.client("firehose", region_name=self.env.region, config=Config(retries={"mode": "standard"}))
             return MetricsEmitter(FirehoseSink(client, self.env.metrics_stream), producer=producer)
+        if self.env.metrics_topic and self.env.store_cluster:
+            alias, topic = self.env.store_cluster, self.env.metrics_topic
+
+            def kafka_producer() -> Producer:
+                return self.kafka.producer(self.config(), alias, None, delivery_timeout_ms=30_000, tag="metrics")
+
+            return MetricsEmitter(KafkaSink(kafka_producer, topic), producer=producer)
         if self.env.metrics_dir:
             return MetricsEmitter(FileSink(Path(self.env.metrics_dir) / "raw", producer), producer=producer)
         return NullEmitter()
@@ -250,6 +270,10 @@ class App:
 
     def config(self) -> SrmConfig:
         return self.config_store.load()
+
+    def nodes(self, config: SrmConfig) -> Nodes:
+        """The nodes of this ``srm run`` cluster, as the state records them."""
+        return Nodes(self.dynamodb, self.env.state_table, config.nodes().group_id)
 
     def deployment(self, config: SrmConfig, request_url: str | None = None) -> Deployment:
         """This deployment as its metrics API advertises it (remote querying)."""
@@ -374,6 +398,7 @@ class App:
             state=self.state,
             quiet=quiet_probe(probe_config, skips=mirror_skips(source, target, policy)),
             metrics=self.metrics,
+            emitter=self.env.node_id or self.env.function_name or "",
         )
 
     def mirror_context(self) -> MirrorContext:

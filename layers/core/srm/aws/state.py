@@ -11,7 +11,7 @@ last checkpoint of a group           ``ckpt#<src>#<tgt>#<group>``       ``sk`` =
                                                                         nu, nw, nat
 flow status                          ``flow#<src>#<tgt>``               ``sk`` = ``status``; one attribute per fact
 topic mapping (srm-meta.internal)    ``topics#<src>#<tgt>``             ``sk`` = source topic; rt, p, cr, at, cf, acl
-event source mapping                 ``esm#<src>#<tgt>``                ``sk`` = source topic; id, on, bs, bw, at
+event source mapping                 ``esm#<src>#<tgt>``                ``sk`` = source topic; id, on, bs, bw, mp, at
 offsets purged before replication    ``lost#<src>#<tgt>``               ``sk`` = ``<topic>#<p>#<start>``; e, at
 records skipped past the last run    ``next#<src>#<tgt>#<topic>``       ``sk`` = partition; n
 topic reset of a partition           ``reset#<src>#<tgt>``              ``sk`` = ``<topic>#<p>#<at>``; e, r, l
@@ -33,7 +33,8 @@ A topic mapping says what a flow replicates (what SRM keeps in ``srm-meta.intern
 work whatever the policy: ``rt`` remote topic, ``p`` partitions, ``cr`` true when srm created the remote topic (the
 identity loop guard's notion of "came from"), ``at`` last sync (ms), ``cf`` the configs srm set on the remote topic
 (map), ``acl`` the ACL bindings srm created on it (list). An event source mapping item records the mapping of a
-source topic: ``id`` (Lambda UUID), ``on`` enabled, ``bs`` batch size, ``bw`` batching window ms, ``at`` (ms).
+source topic: ``id`` (Lambda UUID), ``on`` enabled, ``bs`` batch size, ``bw`` batching window ms, ``mp`` the
+payload a batch is cut at, ``at`` (ms).
 Facts of the flow status written by the topic control plane: ``topic_configs_synced_ms``,
 ``topic_acls_synced_ms``, and by the mirror ``heartbeat_ms`` (timestamp of the newest heartbeat replicated),
 ``heartbeat_latency_ms`` (its replication latency) and ``heartbeat_replicated_ms`` (when it was written); by the
@@ -104,6 +105,7 @@ class EventSourceMappingRecord:
     batching_window_ms: int
     updated_at_ms: int = 0
     problem: str = ""  # what keeps it from replicating, as Lambda reported it at the last topic sync ("": none)
+    max_payload_bytes: int = 6 * 1024 * 1024  # the invoke payload a batch is cut at (the local runtime's setting)
 
 
 def _sk(offset: int) -> str:
@@ -533,6 +535,7 @@ class StateStore:
                 batching_window_ms=int(i["bw"]["N"]),
                 updated_at_ms=int(i.get("at", {}).get("N", "0")),
                 problem=i.get("pr", {}).get("S", ""),
+                max_payload_bytes=int(i.get("mp", {}).get("N", str(6 * 1024 * 1024))),
             )
             for i in items
         }
@@ -547,6 +550,7 @@ class StateStore:
                 "bs": {"N": str(record.batch_size)},
                 "bw": {"N": str(record.batching_window_ms)},
                 "at": {"N": str(record.updated_at_ms)},
+                "mp": {"N": str(record.max_payload_bytes)},
                 **({"pr": {"S": record.problem}} if record.problem else {}),
             }
         )

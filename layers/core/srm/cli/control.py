@@ -31,11 +31,13 @@ from botocore.config import Config
 
 from srm.app import secrets_manager_resolver
 from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
+from srm.aws.nodes import Nodes
 from srm.aws.state import StateError, StateStore, create_state_table
-from srm.cli.tables import table, takeover_lines
+from srm.cli.tables import age, flow_nodes, node_lines, table, takeover_lines
 from srm.config.settings import load_file
 from srm.control.edits import Control, ControlError, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
 from srm.control.failover import NoOffsetsError, export_csv, failover_offsets, translated_by, untranslated_notes
+from srm.control.nodes import nodes_status
 from srm.control.status import FlowStatus
 from srm.core.filters import parse_list
 from srm.errors import ConfigError, PermanentError, SrmError
@@ -424,9 +426,14 @@ def _status(session: Session, args: argparse.Namespace) -> int:
         raise UsageError("status: give both --source and --target, or neither")
     flows = [Flow(args.source, args.target)] if args.source else None
     probe = KafkaStatusProbe(secrets_manager_resolver(session.region), timeout=args.timeout)
-    statuses = session.control().status(probe, session.state(), flows)
+    control = session.control()
+    statuses = control.status(probe, session.state(), flows)
+    nodes = nodes_status(
+        Nodes(session.dynamodb(), args.state_table, control.config().nodes().group_id),
+        [Flow(s.source, s.target) for s in statuses],
+    )
     if args.json:
-        json.dump([s.to_dict() for s in statuses], session.out, indent=2)
+        json.dump([{**s.to_dict(), **flow_nodes(nodes, s.name)} for s in statuses], session.out, indent=2)
         session.out.write("\n")
         return 0
     now = time.time() * 1000
@@ -436,9 +443,9 @@ def _status(session: Session, args: argparse.Namespace) -> int:
             "yes" if s.enabled else "no",
             "?" if s.topics is None else str(len(s.topics)),
             "?" if s.lag is None else str(s.lag),
-            _age(s.last_heartbeat_ms, now),
+            age(s.last_heartbeat_ms, now),
             "-" if s.heartbeat_latency_ms is None else f"{s.heartbeat_latency_ms} ms",
-            _age(s.last_checkpoint_ms, now),
+            age(s.last_checkpoint_ms, now),
         ]
         for s in statuses
     ]
@@ -447,25 +454,27 @@ def _status(session: Session, args: argparse.Namespace) -> int:
     for s in statuses:
         for stall in s.stalled:
             since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stall.since_ms / 1000))
-            session.print(f"{s.name}: {stall.what} stalled since {since} ({_age(stall.since_ms, now)}): {stall.reason}")
+            session.print(f"{s.name}: {stall.what} stalled since {since} ({age(stall.since_ms, now)}): {stall.reason}")
         for loss in s.losses:
             session.print(
                 f"{s.name}: DATA LOSS {loss.topic}-{loss.partition} offsets {loss.start}..{loss.end - 1} "
                 f"({loss.end - loss.start} offsets) purged on the source before they were replicated "
-                f"(detected {_age(loss.at_ms, now)})"
+                f"(detected {age(loss.at_ms, now)})"
             )
         for reset in s.resets:
             session.print(
                 f"{s.name}: TOPIC RESET {reset.topic}-{reset.partition} started over ({reset.reason}; detected "
-                f"{_age(reset.at_ms, now)}): its old incarnation's offset runs are archived"
+                f"{age(reset.at_ms, now)}): its old incarnation's offset runs are archived"
             )
         for m in s.mapping_problems:
             session.print(
                 f"{s.name}: MAPPING PROBLEM {m.topic} (event source mapping {m.id}, reported since "
-                f"{_age(m.updated_at_ms, now)}): {m.problem}"
+                f"{age(m.updated_at_ms, now)}): {m.problem}"
             )
         for error in s.errors:
             session.print(f"{s.name}: {error}")
+    if nodes.nodes:
+        session.print("", *node_lines(nodes, now))
     if args.topics:
         for s in statuses:
             where = "as of its last topic sync" if s.topics_from == "state" else "selected on the source now"
@@ -481,16 +490,6 @@ def _topic_lines(status: FlowStatus) -> list[str]:
         return ["  (no topic selected)"]
     rows = [[t.topic, t.remote, str(t.partitions), "?" if t.lag is None else str(t.lag)] for t in status.topics]
     return ["  " + line for line in table(["TOPIC", "REMOTE TOPIC", "PARTITIONS", "LAG"], rows)]
-
-
-def _age(ms: int | None, now_ms: float) -> str:
-    if ms is None:
-        return "-"
-    seconds = max(0.0, (now_ms - ms) / 1000)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit} ago"
-    return f"{seconds:.0f}s ago"
 
 
 # ---------------------------------------------------------------------------------------------------------------

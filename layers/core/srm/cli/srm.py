@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -21,14 +22,21 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
     run.add_argument(
         "--endpoint-url",
-        help="DynamoDB endpoint for the config and state tables (default: a local store on a loopback port; --store)",
+        help="DynamoDB endpoint for the config and state tables, shared by every node given it (default: the "
+        "state in Kafka; --store)",
     )
     run.add_argument(
         "--store",
-        choices=("durable", "memory"),
-        default="durable",
-        help="the local store: durable (default; DynamoDB Local, its data in .srm-local/dynamodb, kept across "
-        "restarts and crashes) or memory (moto; forgotten when srm run stops)",
+        choices=("kafka", "durable", "memory"),
+        default="kafka",
+        help="where the state is: kafka (default; a compacted topic on one of the clusters, shared by every node "
+        "of the cluster, kept across restarts and crashes), durable (DynamoDB Local, this node's alone, in "
+        ".srm-local/dynamodb) or memory (moto; forgotten when srm run stops)",
+    )
+    run.add_argument(
+        "--node-id",
+        help="this node's id among the nodes of the cluster (default: derived from the host and this directory, the "
+        "same at every restart here)",
     )
     run.add_argument("--store-port", type=int, default=0, help="port of the local store (default: any free port)")
     run.add_argument("--config-table", default="srm-config")
@@ -77,6 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     takeover.add_argument("--json", action="store_true", help="machine-readable output")
     takeover.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a cluster (default 30)")
+    status = sub.add_parser(
+        "status",
+        help="the nodes of the srm run cluster (who leads, who holds which partitions, the last rebalance) and its "
+        "flows (topics, lag, heartbeats, checkpoints)",
+        description="Of the srm run in this directory, or, with --config, of the cluster of nodes that config file "
+        "forms (its state is read from Kafka: no node needs to run here).",
+    )
+    status.add_argument("--config", type=Path, help="a node's config file: read the cluster's state from Kafka")
+    status.add_argument("--topics", action="store_true", help="also list each flow's topics with their lag")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
     metrics = sub.add_parser(
         "metrics", help="the flows and topics of the srm run in this directory: status, records/s, latency, lag"
     )
@@ -109,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 endpoint_url=args.endpoint_url,
                 store_port=args.store_port,
                 store=args.store,
+                node_id=args.node_id,
                 config_table=args.config_table,
                 state_table=args.state_table,
                 verbose=args.verbose,
@@ -130,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             return print_report(report, print)
         if args.command == "takeover":
             return _takeover(args)
+        if args.command == "status":
+            return _status(args)
         if args.command == "metrics":
             from srm.cli.metrics import watch
             from srm.local.api_client import MetricsApiClient, find_api_url
@@ -169,6 +190,38 @@ def _takeover(args: argparse.Namespace) -> int:
     for report in [] if args.json else reports:
         print("\n".join(takeover_lines(report)))
     return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    """``srm-control status`` on this directory's store, or on the cluster's state read from Kafka."""
+    from srm.cli.control import main as control
+    from srm.local.store import STATE_DIR, local_store_url
+
+    options = [*(["--json"] if args.json else []), *(["--topics"] if args.topics else [])]
+    if args.config is None:
+        if local_store_url(STATE_DIR) is None:
+            raise ConfigError(
+                f"no srm run in this directory ({STATE_DIR}/store.url not found): run `srm status` where it runs, "
+                "or give --config FILE to read the cluster's state from Kafka"
+            )
+        return control(["--local", "status", *options])
+    from srm.app import secrets_manager_resolver
+    from srm.local.nodes import kafka_store_spec
+    from srm.local.tables.replicated import ReplicatedTables
+    from srm.local.tables.server import TablesServer
+
+    config = load_file(args.config)
+    spec = kafka_store_spec(config, secrets_manager_resolver(_region()), create=False)
+    tables = ReplicatedTables(spec.topic, spec.consumer, spec.producer)
+    tables.start(60.0)
+    server = TablesServer(tables)
+    try:
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")  # the store takes any
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+        return control(["--endpoint-url", server.start(), "--region", "us-east-1", "status", *options])
+    finally:
+        server.stop()
+        tables.stop()
 
 
 def _region() -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from typing import Any
 
+from srm.control.nodes import NodesStatus
 from srm.replication.takeover import TakeoverReport
 
-__all__ = ["table", "takeover_lines"]
+__all__ = ["age", "flow_nodes", "node_lines", "table", "takeover_lines"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, figures_from: int | None = None) -> list[str]:
@@ -41,3 +44,61 @@ def takeover_lines(report: TakeoverReport) -> list[str]:
     )
     done = "dry run, nothing written" if report.dry_run else f"committed to the mapping groups on {report.flow.source}"
     return [*table(["TOPIC", "PARTITION", "START", "TAIL", "READ FROM"], rows), f"{report.flow}: {done}: {summary}"]
+
+
+def age(ms: int | None, now_ms: float) -> str:
+    """How long ago, in the largest whole unit: ``12s ago``, ``3m ago``; ``-`` for never."""
+    if not ms:
+        return "-"
+    seconds = max(0.0, (now_ms - ms) / 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit} ago"
+    return f"{seconds:.0f}s ago"
+
+
+def node_lines(status: NodesStatus, now_ms: float | None = None) -> list[str]:
+    """The nodes of the cluster: alive or not, what each leads and holds, its last rebalance."""
+    now = time.time() * 1000 if now_ms is None else now_ms
+    rows = []
+    for n in status.nodes:
+        held = "; ".join(
+            f"{flow} {topic} {','.join(map(str, parts))}"
+            for flow, topics in sorted(n.partitions.items())
+            for topic, parts in sorted(topics.items())
+        )
+        alive = "yes" if n.alive else f"no (seen {age(n.seen_ms, now)})"
+        if n.fenced_by:
+            alive = f"fenced by {n.fenced_by}"
+        rows.append(
+            [
+                n.node_id,
+                alive,
+                f"{n.host}:{n.pid}",
+                ", ".join(n.leads) or "-",
+                held or "-",
+                age(n.last_rebalance_ms, now),
+            ]
+        )
+    leaders = ", ".join(f"{flow} {node or 'none (being elected)'}" for flow, node in sorted(status.leaders.items()))
+    return [
+        f"NODES of {status.group} ({sum(n.alive for n in status.nodes)} alive); leaders: {leaders or '-'}",
+        *table(["NODE", "ALIVE", "HOST:PID", "LEADS", "PARTITIONS", "LAST REBALANCE"], rows),
+    ]
+
+
+def flow_nodes(status: NodesStatus, flow: str) -> dict[str, Any]:
+    """A flow's leader and the partitions each live node holds of it (``srm-control status --json``)."""
+    return {
+        "leader": status.leaders.get(flow),
+        "nodes": [
+            {
+                "node": n.node_id,
+                "leader": flow in n.leads,
+                "partitions": {t: list(p) for t, p in n.partitions.get(flow, {}).items()},
+                "lastRebalance": n.to_dict()["lastRebalance"],
+            }
+            for n in status.nodes
+            if n.alive
+        ],
+    }

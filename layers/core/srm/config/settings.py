@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from srm.config.nodes import NODE_KEYS, NodeSettings
 from srm.config.parsing import Properties, _to_str, parse_properties_text, parse_yaml_text
 from srm.config.secrets import MASK, is_sensitive
 from srm.core.filters import (
@@ -337,8 +338,9 @@ METRICS_AGGREGATION_INTERVAL = "metrics.aggregation.interval.seconds"
 METRICS_API_DEPLOYMENT_NAME = "metrics.api.deployment.name"
 METRICS_API_GATEWAY = "metrics.api.gateway.enabled"
 METRICS_API_PEERS = "metrics.api.peers"
-GLOBAL_KEYS = frozenset(
-    {METRICS_AGGREGATION_INTERVAL, METRICS_API_DEPLOYMENT_NAME, METRICS_API_GATEWAY, METRICS_API_PEERS}
+GLOBAL_KEYS = (
+    frozenset({METRICS_AGGREGATION_INTERVAL, METRICS_API_DEPLOYMENT_NAME, METRICS_API_GATEWAY, METRICS_API_PEERS})
+    | NODE_KEYS
 )
 # An alias prefixes its cluster's settings, so it cannot be the first word of another setting.
 _RESERVED_ALIASES = frozenset(
@@ -473,7 +475,12 @@ class SrmConfig:
         config.metrics_api_peers()
         config.metrics_api_gateway()
         config.metrics_api_deployment_name()
+        config.nodes()
         return config
+
+    def nodes(self) -> NodeSettings:
+        """How the nodes of an ``srm run`` cluster find each other and their state (``nodes.*``)."""
+        return NodeSettings.of(self.properties, self.clusters)
 
     def metrics_aggregation_interval_seconds(self) -> float:
         """How often the local runtime aggregates raw metrics (``metrics.aggregation.interval.seconds``, 60)."""

@@ -211,12 +211,20 @@ def flow_status(
 
 
 def _stalls(facts: Mapping[str, int | str]) -> tuple[Stall, ...]:
-    """The ``stalled`` fact a local worker's watchdog records (JSON: what → since, reason); none when unreadable."""
-    try:
-        recorded = json.loads(str(facts.get("stalled") or "{}"))
-        return tuple(Stall(what, int(s["since"]), str(s["reason"])) for what, s in sorted(recorded.items()))
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return ()
+    """The ``stalled`` facts the local workers' watchdogs record, one per node (``stalled@<node>``; JSON: what →
+    since, reason); a fact that cannot be read is left out. With several nodes, each stall names its node."""
+    recorded = {name: value for name, value in facts.items() if name == "stalled" or name.startswith("stalled@")}
+    found: list[Stall] = []
+    for name, value in sorted(recorded.items()):
+        node = name.partition("@")[2]
+        try:
+            stalls = json.loads(str(value or "{}"))
+            for what, s in sorted(stalls.items()):
+                label = f"{what} on node {node}" if node and len(recorded) > 1 else what
+                found.append(Stall(label, int(s["since"]), str(s["reason"])))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+    return tuple(found)
 
 
 def _fact(facts: Mapping[str, int | str], name: str) -> int | None:

@@ -36,6 +36,7 @@ from srm.control.metrics import (
     Replications,
     Topics,
 )
+from srm.control.nodes import NodesView, nodes_status
 from srm.control.remote import FORWARDED_HEADER, PeerAnswer, PeerUnavailableError
 
 __all__ = ["api", "lambda_handler", "openapi_json"]
@@ -48,6 +49,7 @@ ROUTES = (
     "/v2/cluster-metrics/<source>/<target>/<metric>",
     "/v2/topic-metrics/<source>/<target>/<upstreamTopic>/<metric>",
     "/v2/partition-metrics/<source>/<target>/<upstreamTopic>/<partition>/<metric>",
+    "/v2/nodes",
 )
 TITLE = "serverless-srm metrics API"
 VERSION = "2"
@@ -237,6 +239,16 @@ def web_view() -> str:
         return f"<{tag}>\n{text}\n</{tag}>"
 
     return INLINE.sub(inline, (WEB / "index.html").read_text(encoding="utf-8"))
+
+
+@api.get(
+    ROUTES[5],
+    summary="The nodes of this srm run cluster: alive or not, the flows each leads, the partitions each holds, its "
+    "last rebalance (none on AWS)",
+)
+def nodes() -> NodesView:
+    app, config, _ = _here()
+    return NodesView.of(nodes_status(app.nodes(config), config.flows))
 
 
 @api.get("/ui", include_in_schema=False)

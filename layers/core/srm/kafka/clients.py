@@ -380,15 +380,29 @@ class Acks:
 Record = tuple[bytes | None, bytes | None, int | None]  # key, value, timestamp (None: now)
 
 
-def produce(producer: Producer, topic: str, records: Iterable[Record], *, partition: int = 0) -> Acks:
-    """Produce records to one partition, waiting out a full local queue; their reports arrive in the result."""
+def produce(
+    producer: Producer,
+    topic: str,
+    records: Iterable[Record],
+    *,
+    partition: int = 0,
+    headers: list[tuple[str, str | bytes | None]] | None = None,
+) -> Acks:
+    """Produce records to one partition (each with ``headers``), waiting out a full local queue; their reports
+    arrive in the result."""
     batch = list(records)
     acks = Acks(len(batch))
     for key, value, timestamp in batch:
         while True:
             try:
                 producer.produce(
-                    topic, value, key, partition=partition, timestamp=timestamp or 0, on_delivery=acks.on_delivery
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    timestamp=timestamp or 0,
+                    on_delivery=acks.on_delivery,
+                    headers=headers,
                 )
                 break
             except BufferError:
@@ -396,9 +410,15 @@ def produce(producer: Producer, topic: str, records: Iterable[Record], *, partit
     return acks
 
 
-def produce_and_wait(producer: Producer, topic: str, records: Iterable[Record], timeout_s: float) -> Acks:
+def produce_and_wait(
+    producer: Producer,
+    topic: str,
+    records: Iterable[Record],
+    timeout_s: float,
+    headers: list[tuple[str, str | bytes | None]] | None = None,
+) -> Acks:
     """:func:`produce`, then wait up to ``timeout_s`` for the reports; the caller reads ``error`` and ``settled``."""
-    acks = produce(producer, topic, records)
+    acks = produce(producer, topic, records, headers=headers)
     acks.wait(producer, timeout_s)
     return acks
 

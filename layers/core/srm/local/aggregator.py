@@ -2,6 +2,11 @@
 ``srm run`` (unless ``--no-metrics``), running the Glue job's work (:func:`srm.metrics.runner.run_once`) every
 ``metrics.aggregation.interval.seconds`` over the raw files the workers write, into the store's metrics table.
 
+With the state in Kafka, the workers of every node send their raw records to one topic (``SRM_METRICS_TOPIC`` on
+``SRM_STORE_CLUSTER``), and the aggregation runs on one node: every node's aggregator is a member of the group
+``srm-leader.<group id>.metrics``, and the one that leads reads the topic, from its start, into its raw files
+(:class:`srm.kafka.raw_metrics.RawDownload`) and aggregates them; the others wait, without a JVM.
+
 One SparkSession lives as long as the process, so the JVM starts once. It is bounded: ``local[1]`` (one core of the
 machine's, the workers keep the rest), driver memory ``SRM_SPARK_DRIVER_MEMORY`` (default 512m: a minute of raw
 files of a busy local flow is a few MB; the job reads files whole, so a file must fit — FileSink caps them at
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -80,9 +86,14 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    spark = spark_session(os.environ.get("SRM_SPARK_DRIVER_MEMORY", "512m"))
+    topic, alias = os.environ.get("SRM_METRICS_TOPIC"), os.environ.get("SRM_STORE_CLUSTER")
+    elected = _Elected(topic, alias, metrics_dir) if topic and alias else None
+    spark = None
     try:
         while not stop.wait(interval):
+            if elected is not None and not elected.ready():
+                continue
+            spark = spark or spark_session(os.environ.get("SRM_SPARK_DRIVER_MEMORY", "512m"))
             try:
                 report = aggregate_once(spark, metrics_dir, table)
             except Exception as e:  # the next run tries again; the manifest is saved only after a good run
@@ -91,8 +102,61 @@ def main() -> int:
             if report.files_changed:
                 log.info("metrics aggregated: %s", report)
     finally:
-        spark.stop()
+        if elected is not None:
+            elected.close()
+        if spark is not None:
+            spark.stop()
     return 0
+
+
+class _Elected:
+    """The aggregation of an srm run cluster: only while this node leads it, over the raw records of all nodes."""
+
+    def __init__(self, topic: str, alias: str, metrics_dir: Path) -> None:
+        from srm.aws.config_table import ConfigStore
+        from srm.kafka.clients import consumer_config
+        from srm.local.leadership import Leadership
+
+        client = metrics_table("unused", os.environ.get("AWS_ENDPOINT_URL"))._db
+        config = ConfigStore(client, os.environ.get("SRM_CONFIG_TABLE", "srm-config"), cache_seconds=0).load()
+        nodes = config.nodes()
+        self.consumer = consumer_config(config, alias, None, group_id="srm-metrics-download")
+        self.topic = topic
+        self.metrics_dir = metrics_dir
+        self.leadership = Leadership(
+            consumer_config(config, alias, None, group_id="srm-leader"),
+            topic,
+            f"srm-leader.{nodes.group_id}.metrics",
+            session_timeout_ms=nodes.session_timeout_ms,
+            name="metrics aggregation",
+        )
+        self.leadership.start()
+        self.download: Any = None
+
+    def ready(self) -> bool:
+        """Whether to aggregate now: this node leads, and the topic's new records are in the raw files."""
+        from srm.kafka.raw_metrics import RawDownload
+
+        if not self.leadership.is_leader:
+            if self.download is not None:
+                self.download.close()
+                self.download = None
+            return False
+        if self.download is None:  # a new leader starts from every record the topic keeps
+            shutil.rmtree(self.metrics_dir / "raw", ignore_errors=True)
+            (self.metrics_dir / "manifest.json").unlink(missing_ok=True)
+            self.download = RawDownload(self.consumer, self.topic, self.metrics_dir / "raw")
+        try:
+            self.download.read()
+        except Exception as e:  # the records stay in the topic: the next interval reads them
+            log.error("raw metrics not read from %s: %s", self.topic, e)
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.download is not None:
+            self.download.close()
+        self.leadership.stop()
 
 
 if __name__ == "__main__":

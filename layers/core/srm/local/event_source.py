@@ -8,9 +8,13 @@ after ``json.loads``, as Lambda's runtime hands it over; both give the same resu
 same records, with backoff, forever (as Lambda's default); partition order is kept because one batch is in flight
 at a time.
 
+Its consumer is one member of the mapping's group: the nodes of a cluster share the topic's partitions. A member
+fenced by another with its ``group.instance.id`` (a second node given this node's id) stops at once: it drops the
+batch it was collecting, commits nothing more, and says who took over (:attr:`EmulatedMapping.fenced`).
+
 A mapping also keeps what a watchdog needs to tell it is stuck (:meth:`EmulatedMapping.stall`): since when some
-partition of its topic has not been assigned to it, and when it last made progress — a batch committed, or its
-partitions confirmed read to the end — and it rebuilds its consumer when asked.
+partition of its topic has been assigned to no member of its group, and when it last made progress — a batch
+committed, or its partitions confirmed read to the end — and it rebuilds its consumer when asked.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ __all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats"]
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, Any], Any]  # (the MSK JSON event or a DecodedEvent, the context)
+# group → its members: instance (or member) id → ("client@host", assigned partitions)
+GroupMembers = Callable[[str], dict[str, tuple[str, tuple[int, ...]]]]
 _TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
 _IDLE_POLL_S = 0.5  # the broker holds an empty fetch (fetch.wait.max.ms): an idle mapping costs next to nothing
 _WATERMARK_TIMEOUT_S = 5.0
@@ -120,6 +126,16 @@ class OversizedRecordError(RuntimeError):
     pass
 
 
+class FencedError(RuntimeError):
+    """Another consumer with this member's ``group.instance.id`` joined the group: this one may not go on."""
+
+
+def _fenced(err: KafkaError) -> bool:
+    return err.code() == KafkaError.FENCED_INSTANCE_ID or (
+        err.code() == KafkaError._FATAL and "fenced" in err.str().lower()
+    )
+
+
 class _RebuildRequested(Exception):
     pass
 
@@ -138,8 +154,12 @@ class EmulatedMapping:
         source_arn: str,
         bootstrap_servers: str,
         settings: MappingSettings,
+        group_members: GroupMembers | None = None,
     ) -> None:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._group_members = group_members
+        self.fenced: str | None = None  # who took this member's place, once fenced
+        self.last_rebalance_ms = 0  # when its assignment last changed (wall clock)
         self.topic = topic
         self.settings = settings
         self._consumer_config = consumer_config
@@ -158,6 +178,8 @@ class EmulatedMapping:
         self._progress_at = started  # last batch committed, or last time the partitions were confirmed read
         self._unassigned_since: float | None = started  # since when some partition is not assigned (None: none)
         self._assigned: tuple[int, ...] = ()
+        self._elsewhere: tuple[int, ...] = ()  # partitions other members hold, as last asked
+        self._next_group_check = 0.0
         self._partitions = 0  # the topic's partition count, as last read (0: unknown)
         self._next_assignment_check = 0.0
         self._next_metadata_check = 0.0
@@ -204,18 +226,20 @@ class EmulatedMapping:
         return self._invoking and self.stats.last_error is not None
 
     def stall(self, bound_s: float, now: float | None = None) -> tuple[float, str] | None:
-        """``(since, reason)`` when some partition of the topic has not been assigned to this mapping, or it has
-        made no progress, for longer than ``bound_s`` (``since`` is monotonic); None while it is healthy."""
+        """``(since, reason)`` when some partition of the topic has been assigned to no member of the group, or
+        this member has made no progress, for longer than ``bound_s`` (``since`` is monotonic); None while it is
+        healthy."""
         now = time.monotonic() if now is None else now
         unassigned = self._unassigned_since
         if unassigned is not None and now - unassigned > bound_s:
-            missing = sorted(set(range(self._partitions)) - set(self._assigned))
-            if not self._assigned:
+            held = set(self._assigned) | set(self._elsewhere)
+            missing = sorted(set(range(self._partitions)) - held)
+            if not held:
                 what = f"no partition of {self.topic} assigned"
             else:
                 numbers = f"partition{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
                 what = f"{numbers} of {self._partitions} of {self.topic} not assigned"
-            return unassigned, f"{what} to its consumer (group {self.group_id})"
+            return unassigned, f"{what} to its consumers (group {self.group_id})"
         if now - self._progress_at > bound_s:
             reason = self.stats.last_error or "records wait beyond the committed offsets and none is replicated"
             return self._progress_at, f"no batch of {self.topic} replicated: {reason}"
@@ -236,6 +260,16 @@ class EmulatedMapping:
                 self._poll_loop()
             except _RebuildRequested:
                 log.info("event source for %s: consumer rebuilt", self.topic)
+            except FencedError:
+                self.fenced = self._taken_over_by()
+                log.error(
+                    "event source for %s: member %s fenced, it stops: %s took its place in group %s",
+                    self.topic,
+                    self.instance_id,
+                    self.fenced,
+                    self.group_id,
+                )
+                self._stop_event.set()  # a fenced member never rejoins: it would fence the other in turn
             except Exception as e:  # a broken consumer is rebuilt; nothing was committed for the failed batch
                 self.stats.last_error = f"{type(e).__name__}: {e}"
                 log.error("event source for %s failed, restarting: %s", self.topic, self.stats.last_error)
@@ -253,8 +287,13 @@ class EmulatedMapping:
             self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
             self._positions.clear()
             self._caught_up = False
+            self.last_rebalance_ms = int(time.time() * 1000)
 
-        consumer.subscribe([self.topic], on_revoke=on_revoke)
+        def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            if partitions:
+                self.last_rebalance_ms = int(time.time() * 1000)
+
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
         try:
             while not self.stopping:
                 builder = self._collect(consumer, buffer)
@@ -272,9 +311,12 @@ class EmulatedMapping:
         try:
             consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as e:  # the batch may be delivered again: duplicates, never loss
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is not None and _fenced(err):
+                raise FencedError(err.str()) from None
             log.warning("commit for %s failed, the batch may be delivered again: %s", self.topic, e)
-            if e.args and isinstance(e.args[0], KafkaError) and e.args[0].fatal():
-                raise  # e.g. fenced by a consumer with its group.instance.id: a new one takes over
+            if err is not None and err.fatal():
+                raise  # this consumer can do nothing more: a new one takes over
         else:
             self._progress_at = time.monotonic()
 
@@ -301,7 +343,9 @@ class EmulatedMapping:
                     err = msg.error()
                     if err is None:
                         buffer.append(msg)
-                    elif err.fatal():  # this consumer can do nothing more (e.g. fenced): start a new one
+                    elif _fenced(err):  # the collected records are dropped: another member reads them now
+                        raise FencedError(err.str())
+                    elif err.fatal() or err.code() == KafkaError._FATAL:  # this consumer can do nothing more
                         raise KafkaException(err)
                     elif err.code() != KafkaError._PARTITION_EOF:
                         log.warning("consumer of %s: %s", self.topic, err.str())
@@ -382,10 +426,32 @@ class EmulatedMapping:
                 pass  # the source does not answer: the partition count stays as last read
         self._assigned = assigned
         complete = bool(assigned) and len(assigned) >= self._partitions
+        if not complete and self._group_members is not None and now >= self._next_group_check:
+            self._next_group_check = now + _METADATA_CHECK_S
+            try:
+                members = self._group_members(self.group_id)
+                self._elsewhere = tuple(
+                    sorted({p for m, (_, parts) in members.items() if m != self.instance_id for p in parts})
+                )
+            except Exception:
+                pass  # the source does not answer: the other members' partitions stay as last read
+        if not complete:
+            held = set(assigned) | set(self._elsewhere)
+            complete = bool(held) and len(held) >= self._partitions
         if complete:
             self._unassigned_since = None
         elif self._unassigned_since is None:
             self._unassigned_since = now
+
+    def _taken_over_by(self) -> str:
+        """Who holds this member's ``group.instance.id`` now, as the group tells (client id @ host)."""
+        if self._group_members is None or self.instance_id is None:
+            return "another consumer"
+        try:
+            found = self._group_members(self.group_id).get(self.instance_id)
+        except Exception:
+            found = None
+        return found[0] if found else "another consumer"
 
     def _stuck_on_oversized(self, msg: Message, estimate: int) -> None:
         """A record too big for one invocation is never skipped: report it and hold the partition."""

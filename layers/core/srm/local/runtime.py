@@ -1,10 +1,12 @@
-"""``srm run``: the local runtime's supervisor.
+"""``srm run``: the local runtime's supervisor, one node of an ``srm run`` cluster.
 
-It validates the configuration, starts the store (:mod:`srm.local.store`: by default DynamoDB Local, durable under
-``.srm-local/dynamodb/``, unless an endpoint is given), loads the configuration into the config table, and keeps one
-worker process per enabled flow — started and stopped as flows are enabled and disabled in the table
-(``srm-control``), restarted if one dies. SIGINT/SIGTERM stop everything within seconds; it resumes from the source
-offsets committed so far, with the offset runs and checkpoints the store kept.
+It validates the configuration, starts the store (:mod:`srm.local.store`: by default the tables the cluster's nodes
+share in a compacted topic, unless an endpoint is given), claims the node's id there (:mod:`srm.local.nodes`),
+loads the configuration into the config table, and keeps one worker process per enabled flow — started and stopped
+as flows are enabled and disabled in the table (``srm-control``), restarted if one dies. The workers of a flow on
+every node share its partitions through Kafka's group protocol and elect one leader for its scheduled functions
+(:mod:`srm.local.worker`). SIGINT/SIGTERM stop everything within seconds; it resumes from the source offsets
+committed so far, with the offset runs and checkpoints the store kept.
 """
 
 from __future__ import annotations
@@ -26,28 +28,47 @@ import boto3
 
 from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.metrics_table import create_metrics_table
+from srm.aws.nodes import Nodes
 from srm.aws.state import create_state_table
 from srm.config.parsing import Properties
 from srm.config.secrets import default_secret_resolver, is_plain_secret
 from srm.config.settings import SrmConfig
-from srm.errors import ConfigError
+from srm.errors import PermanentError
 from srm.flow import Flow
 from srm.kafka.admin import ConnectionErrors, KafkaAccessError, KafkaUnavailableError, probe_topics
 from srm.kafka.clients import admin_config, build
-from srm.local.store import STATE_DIR, LocalStore, StoreKind, free_port
+from srm.local.nodes import (
+    NodePresence,
+    check_node_id,
+    default_node_id,
+    ensure_store_topics,
+    kafka_store_spec,
+    metrics_topic,
+)
+from srm.local.store import STATE_DIR, KafkaStoreSpec, LocalStore, StoreKind, free_port, known_store_cluster
 
-__all__ = ["LocalRuntime", "RuntimeOptions"]
+__all__ = ["FENCED_EXIT", "LocalRuntime", "NodeFencedError", "RuntimeOptions"]
 
 log = logging.getLogger(__name__)
 
 _STABLE_S = 10.0  # a worker that exits sooner after its start is restarted with a growing delay
+FENCED_EXIT = 75  # a worker's exit status once another node took over its node id
+
+
+class _Stopped(Exception):
+    """Stopped (SIGINT, SIGTERM) while starting."""
+
+
+class NodeFencedError(PermanentError, RuntimeError):
+    """Another node took over this node's id: this one stops."""
 
 
 @dataclass
 class RuntimeOptions:
     endpoint_url: str | None = None
     store_port: int = 0
-    store: StoreKind = "durable"
+    store: StoreKind = "kafka"
+    node_id: str | None = None  # default: derived from the host and the run directory
     config_table: str = "srm-config"
     state_table: str = "srm-state"
     region: str = "us-east-1"
@@ -90,13 +111,23 @@ class LocalRuntime:
         self._aggregator: subprocess.Popen[bytes] | None = None
         self._api: subprocess.Popen[bytes] | None = None
         self.api_port: int | None = None
+        self.node_id = check_node_id(self.options.node_id or default_node_id(self.options.state_dir))
+        self.nodes = self.config.nodes()
+        self.presence: NodePresence | None = None
+        self.fenced: str | None = None  # set when a worker was fenced: the node stops
+        self._store_alias: str | None = None  # the cluster holding the shared state (the kafka store)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, stop: threading.Event | None = None) -> None:
+        """Start the store, claim the node's id, load the config and start the workers; waits (until ``stop``)
+        while the cluster holding the shared state does not answer."""
         self._check_clusters()
         if self.endpoint_url is None:
-            self._store = LocalStore(self.options.store_port, self.options.state_dir, self.options.store)
+            kafka = self._kafka_store() if self.options.store == "kafka" else None
+            self._store = LocalStore(self.options.store_port, self.options.state_dir, self.options.store, kafka)
             self.endpoint_url = self._store.start()
+            if kafka is not None:
+                self._wait_for_state(kafka, stop or threading.Event())
         dynamodb = boto3.client(
             "dynamodb",
             region_name=self.options.region,
@@ -107,6 +138,13 @@ class LocalRuntime:
         create_config_table(dynamodb, self.options.config_table)
         create_state_table(dynamodb, self.options.state_table)
         create_metrics_table(dynamodb, self.options.metrics_table)  # the API reads it, with or without metrics
+        self.presence = NodePresence(
+            Nodes(dynamodb, self.options.state_table, self.nodes.group_id),
+            self.node_id,
+            self.options.state_dir.resolve().parent,
+        )
+        self.presence.claim()
+        log.info("node %s of cluster %s", self.node_id, self.nodes.group_id)
         if self.options.metrics and self.options.aggregation:
             self._start_aggregator()
         self.config_store = ConfigStore(dynamodb, self.options.config_table, cache_seconds=0)
@@ -121,10 +159,51 @@ class LocalRuntime:
     def metrics_dir(self) -> Path:
         return self.options.state_dir.resolve() / "metrics"
 
+    def _kafka_store(self) -> KafkaStoreSpec:
+        """The cluster and topic of the shared state, the topic created if missing (with the raw metrics' topic)."""
+        known = known_store_cluster(self.nodes.topic, self.options.state_dir)
+        spec = kafka_store_spec(self.config, self._resolve_secret, metrics=self.options.metrics, known=known)
+        self._store_alias = spec.alias
+        return spec
+
+    def _wait_for_state(self, spec: KafkaStoreSpec, stop: threading.Event) -> None:
+        """Wait until the state was read, saying once why it is not; its topics are created meanwhile if they
+        could not be (the cluster did not answer)."""
+        assert self._store is not None
+        started = time.monotonic()
+        warned = False
+        while not self._store.wait_ready(5.0):
+            if stop.is_set():
+                raise _Stopped()
+            if not warned:
+                warned = True
+                log.warning(
+                    "the state of %s on cluster %s (%s) cannot be read yet: %s; srm run goes on when it can",
+                    self.nodes.group_id,
+                    spec.alias,
+                    self.config.bootstrap_servers(spec.alias),
+                    self._store.problem(),
+                )
+            ensure_store_topics(self.config, spec.alias, self._admin, metrics=self.options.metrics)
+        tables = len(self._store.tables_read())
+        log.info(
+            "state of %s on cluster %s (topic %s): %d table(s) read in %.1fs",
+            self.nodes.group_id,
+            spec.alias,
+            spec.topic,
+            tables,
+            time.monotonic() - started,
+        )
+
+    def _admin(self, alias: str) -> Any:
+        conf = {**admin_config(self.config, alias, resolver=self._resolve_secret), "log_level": "0"}
+        return build(_admin_kind(), conf, self.config, alias, "admin")
+
     def _start_aggregator(self) -> None:
         """The aggregation runs in a process of its own (a JVM: it must not share the workers' memory or GIL)."""
         env = {
             **os.environ,
+            **self.worker_env("", ""),
             "SRM_METRICS_DIR": str(self.metrics_dir),
             "SRM_METRICS_TABLE": self.options.metrics_table,
             "SRM_METRICS_INTERVAL_SECONDS": str(self.config.metrics_aggregation_interval_seconds()),
@@ -183,6 +262,8 @@ class LocalRuntime:
         """Reconcile with the config table every ``poll_seconds``; look for dead workers five times a second."""
         next_reconcile = time.monotonic() + poll_seconds
         while not stop.wait(0.2):
+            if self.fenced is not None:
+                raise NodeFencedError(f"node {self.node_id} stops: {self.fenced}")
             try:
                 self._restart_dead()
                 if self._aggregator is not None and self._aggregator.poll() is not None:
@@ -222,6 +303,9 @@ class LocalRuntime:
             if process.poll() is None:
                 continue
             del self._workers[flow]
+            if process.returncode == FENCED_EXIT:
+                self.fenced = f"{Flow(*flow)}'s worker was fenced: another node took over node id {self.node_id}"
+                continue
             early = now - self._started.get(flow, now) < _STABLE_S
             exits = self._early_exits[flow] = self._early_exits.get(flow, 0) + 1 if early else 0
             delay = 0.0 if exits <= 1 else min(60.0, 2.0 ** (exits - 2))
@@ -262,7 +346,13 @@ class LocalRuntime:
             **({"SRM_API_URL": f"http://127.0.0.1:{self.api_port}"} if self.api_port else {}),
             "SRM_DEPLOYMENT_NAME": f"{socket.gethostname()}:{o.state_dir.resolve().parent}",
             **({"SRM_METRICS_DIR": str(self.metrics_dir)} if o.metrics else {}),
+            **(
+                {"SRM_METRICS_TOPIC": metrics_topic(self.nodes.group_id), "SRM_STORE_CLUSTER": self._store_alias}
+                if o.metrics and self._store_alias
+                else {}
+            ),
             "SRM_DEAD_LETTER_DIR": str(o.state_dir.resolve() / "dead-letters"),
+            "SRM_NODE_ID": self.node_id,
             **self._secret_env,
             **o.extra_env,
         }
@@ -283,6 +373,9 @@ class LocalRuntime:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
+        if self.presence is not None:
+            self.presence.leave()
+            self.presence = None
         if self._store is not None:
             self._store.stop()
             self._store = None
@@ -324,12 +417,12 @@ def run(config: SrmConfig, options: RuntimeOptions) -> int:
     signal.signal(signal.SIGINT, on_signal)
     runtime = LocalRuntime(config, options)
     try:
-        runtime.start()
+        runtime.start(stop)
         flows = ", ".join(str(Flow(*f)) for f in runtime.config.enabled_flows()) or "none enabled"
         log.info("running %s; stop with Ctrl-C", flows)
         runtime.run_until(stop)
-    except ConfigError:
-        raise
+    except _Stopped:
+        log.info("stopped before the state could be read")
     finally:
         runtime.stop()
     return 0

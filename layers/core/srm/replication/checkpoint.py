@@ -38,9 +38,20 @@ from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.formats import Checkpoint
 from srm.mm2.policy import ReplicationPolicy
 
-__all__ = ["CheckpointContext", "CheckpointError", "CheckpointResult", "emit_checkpoints", "sync_group_offsets"]
+__all__ = [
+    "EMITTER_HEADER",
+    "CheckpointContext",
+    "CheckpointError",
+    "CheckpointResult",
+    "emit_checkpoints",
+    "sync_group_offsets",
+]
 
 log = logging.getLogger(__name__)
+
+# A checkpoint record's header naming who wrote it: MM2's readers ignore headers; an operator (or a test) tells the
+# emitters apart by it, e.g. that two leaders never wrote at once.
+EMITTER_HEADER = "srm.emitter"
 
 
 class CheckpointError(RetriableError, RuntimeError):
@@ -67,6 +78,7 @@ class CheckpointContext:
     quiet: QuietProbe | None = None
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     metrics: Emitter = field(default_factory=NullEmitter)
+    emitter: str = ""  # who writes the checkpoints (a node, a function): their ``srm.emitter`` header
 
 
 @dataclass
@@ -240,7 +252,8 @@ def _write_checkpoints(
         for (_, partition), c in checkpoints.items()
     ]
     timeout_s = ctx.settings.mirror_delivery_timeout_ms / 1000.0
-    acks = produce_and_wait(ctx.producer, topic, [(r.key(), r.value(), None) for r in records], timeout_s)
+    headers: list[tuple[str, str | bytes | None]] | None = [(EMITTER_HEADER, ctx.emitter)] if ctx.emitter else None
+    acks = produce_and_wait(ctx.producer, topic, [(r.key(), r.value(), None) for r in records], timeout_s, headers)
     if acks.error is not None or not acks.settled:
         reason = acks.error.str() if acks.error is not None else f"{acks.unsettled} not acknowledged in time"
         raise CheckpointError(

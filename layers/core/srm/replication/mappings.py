@@ -144,6 +144,7 @@ def _record(state: StateStore, source: str, target: str, mappings: Mapping[str, 
             batching_window_ms=m.config.batching_window_ms,
             updated_at_ms=now,
             problem=m.problem or "",
+            max_payload_bytes=m.config.max_payload_bytes,
         )
         previous = stored.get(topic)
         if previous is None or replace(previous, updated_at_ms=now) != record:

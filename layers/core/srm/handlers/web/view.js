@@ -1,5 +1,5 @@
-// The web view of the metrics API: every flow with its status, the selected flow's topics, and charts of the
-// selected flow's (or topic's) throughput, latency and lag, refreshed every 10 s. Plain script, no build step;
+// The web view of the metrics API: every flow with its status, the selected flow's topics, charts of the
+// selected flow's (or topic's) throughput, latency and lag, and the nodes of an srm run cluster, refreshed every 10 s. Plain script, no build step;
 // uPlot (vendored beside this file) draws the charts. The selection lives in the URL's fragment: #/source/target
 // or #/source/target/topic. Each chart says how many points it drew in its data-points attribute and its state
 // (loading, ready, empty, error) in data-state; <body data-refreshes> counts finished refreshes.
@@ -115,6 +115,27 @@
     const empty = $("flows-empty");
     empty.hidden = flows.length > 0;
     empty.textContent = flowsLoaded ? "No flows configured yet." : "Could not load the flows (see the error above).";
+  }
+
+  function renderNodes(answer) {
+    const body = $("nodes").tBodies[0];
+    body.replaceChildren();
+    const nodes = answer ? answer.nodes : [];
+    for (const n of nodes) {
+      const row = body.insertRow();
+      row.dataset.node = n.node;
+      const held = Object.entries(n.partitions).flatMap(([flow, topics]) =>
+        Object.entries(topics).map(([topic, parts]) => `${flow} ${topic} ${parts.join(",")}`),
+      );
+      cell(row, n.node);
+      cell(row, n.fencedBy ? `fenced by ${n.fencedBy}` : n.alive ? "yes" : `no (seen ${show.time(Date.parse(n.lastSeen))})`);
+      cell(row, `${n.host}:${n.pid}`);
+      cell(row, n.leaderOf.join(", ") || "–");
+      cell(row, held.join("; ") || "–");
+      cell(row, n.lastRebalance ? show.time(Date.parse(n.lastRebalance)) : "–");
+    }
+    $("nodes-section").hidden = nodes.length === 0;
+    $("nodes-group").textContent = answer ? answer.group : "–";
   }
 
   function renderTopics(chosen, topics, failed = false) {
@@ -233,6 +254,7 @@
       }
       const chosen = selection();
       renderFlows(chosen);
+      const nodes = getJson("v2/nodes").then(renderNodes, (e) => errors.push(e));
       const key = JSON.stringify(chosen);
       if (key !== plotted) {
         for (const name of Object.keys(CHARTS)) chartState(name, "loading", "loading…", 0);
@@ -246,6 +268,7 @@
       if (!chosen) {
         renderTopics(null, []);
         for (const name of Object.keys(CHARTS)) chartState(name, "empty", "No flow selected.", 0);
+        await nodes;
         return;
       }
       const topics = getJson(`v2/replications/${enc(chosen.source)}/${enc(chosen.target)}/topics`).then(
@@ -264,7 +287,7 @@
           },
         ),
       );
-      await Promise.all([topics, ...charts]);
+      await Promise.all([topics, nodes, ...charts]);
     } catch (e) {
       errors.push(e);
     } finally {

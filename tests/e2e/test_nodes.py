@@ -1,0 +1,244 @@
+"""`srm run` on several nodes (processes with the same config, each in a directory of its own): they share each
+topic's partitions through Kafka's group protocol, elect one leader per flow for the scheduled functions, and keep
+their state in Kafka. Under live traffic one node is SIGKILLed, one stopped and restarted, one added later: nothing
+is lost, order is kept, duplicates are only the killed node's unacknowledged batches (none exactly-once), the
+checkpoints come from one leader at a time, and a group failed over afterwards resumes exactly. A second node with
+the same config splits the work; one given a running node's id refuses to start."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from srm.replication.checkpoint import EMITTER_HEADER
+from tests.support.kafka import (
+    assert_no_loss,
+    create_topic,
+    read_partition,
+    read_topic,
+    topic_partitions,
+    unique,
+    wait_for,
+)
+from tests.support.runtime import SrmRun, run_cli, write_config
+from tests.support.traffic import Arrivals, Traffic, recovery
+
+pytestmark = pytest.mark.e2e
+
+PARTITIONS = 6
+BATCH = 100  # event.source.batch.size: what a killed node may have replicated and not committed, per batch
+
+
+def nodes(workdir: Path) -> dict[str, dict[str, Any]]:
+    """What ``srm status --json`` in a node's directory says of the live nodes: node id → leader?, partitions."""
+    answer = run_cli("srm", "status", "--json", cwd=workdir, timeout=60)
+    if answer.returncode != 0:
+        return {}
+    return {n["node"]: n for flow in json.loads(answer.stdout) for n in flow.get("nodes", [])}
+
+
+def holding(workdir: Path, topic: str) -> dict[str, set[int]]:
+    return {node: set(n["partitions"].get(topic, [])) for node, n in nodes(workdir).items()}
+
+
+def leader(workdir: Path) -> str | None:
+    return next((node for node, n in nodes(workdir).items() if n["leader"]), None)
+
+
+def emitter_segments(bootstrap: str, topic: str, group: str) -> list[tuple[str, int, int]]:
+    """A group's checkpoints as runs of one emitter: (emitter, first timestamp, last timestamp), in log order."""
+    segments: list[tuple[str, int, int]] = []
+    for rec in read_partition(bootstrap, topic, 0):
+        if rec.key is None or group.encode() not in rec.key:
+            continue  # another test's group (the clusters are shared)
+        emitter = dict(rec.headers).get(EMITTER_HEADER, b"").decode()
+        if segments and segments[-1][0] == emitter:
+            segments[-1] = (emitter, segments[-1][1], rec.timestamp)
+        else:
+            segments.append((emitter, rec.timestamp, rec.timestamp))
+    return segments
+
+
+class Group:
+    """A consumer group on the source reading the topic and committing as it goes."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "log_level": 0}
+        )
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self.topic = topic
+
+    def read_and_commit(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.consumer.consume(200, 0.2):
+                self.consumer.commit(asynchronous=False)
+
+    def committed(self) -> dict[int, int]:
+        tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+        return {tp.partition: tp.offset for tp in self.consumer.committed(tps, timeout=10)}
+
+    def close(self) -> dict[int, int]:
+        committed = self.committed()
+        self.consumer.close()
+        return committed
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_three_nodes_lose_nothing_when_one_is_killed_one_restarted_and_one_added(clusters, tmp_path, delivery):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic, group = unique("nodes"), unique("nodes-group")
+    remote = f"a.{topic}"
+    create_topic(a, topic, PARTITIONS)
+    config = write_config(
+        tmp_path / "srm.yaml",
+        {"a": a, "b": b},
+        {
+            "a->b": {
+                "topics": topic,
+                "groups": group,
+                "exactly.once.source.support": "enabled" if delivery == "exactly-once" else "disabled",
+            }
+        },
+        **{
+            "nodes.session.timeout.ms": 6000,
+            "event.source.batch.size": BATCH,
+            "emit.checkpoints.interval.seconds": 1,
+            "sync.group.offsets.interval.seconds": 1,
+            "heartbeats.replication.enabled": "false",
+        },
+    )
+    dirs = [tmp_path / f"node{i}" for i in (1, 2, 3)]
+    for d in dirs:
+        d.mkdir()
+    runs: list[SrmRun] = []
+    traffic = arrivals = None
+    consumers = Group(a, topic, group)
+    try:
+        # GIVEN two nodes replicating a six-partition topic, the first one the flow's leader, records arriving
+        runs.append(SrmRun(config, dirs[0], own_group=True))
+        wait_for(lambda: leader(dirs[0]), 60, message="node 1 leading")
+        first_leader = leader(dirs[0])
+        runs.append(SrmRun(config, dirs[1], own_group=True))
+        wait_for(lambda: topic_partitions(b, remote) == PARTITIONS, 60, message="the remote topic")
+        wait_for(
+            lambda: all(len(h) for h in holding(dirs[0], topic).values()) and len(holding(dirs[0], topic)) == 2,
+            60,
+            message="both nodes holding partitions",
+        )
+        traffic = Traffic(a, topic, PARTITIONS, rate=600)
+        arrivals = Arrivals(b, remote, PARTITIONS)
+        consumers.read_and_commit(4)
+        killed_held = holding(dirs[0], topic)[first_leader]
+
+        # WHEN the leader is killed (SIGKILL, its whole process group)
+        runs[0].kill_group()
+        killed_at = time.monotonic()
+        # THEN its partitions replicate again once its session expired, from another node that now leads
+        resumed = recovery(traffic, arrivals, killed_at)
+        wait_for(lambda: (n := leader(dirs[1])) and n != first_leader, 60, message="another node leading")
+        print(
+            f"\n[{delivery}] node killed: its partitions {sorted(killed_held)} replicate again "
+            f"{resumed:.1f}s later; leader {first_leader} → {leader(dirs[1])}"
+        )
+        consumers.read_and_commit(3)
+
+        # WHEN the second node is stopped (SIGTERM) and started again, and a third node with the same config joins
+        runs[1].stop()
+        runs[1] = SrmRun(config, dirs[1], own_group=True)
+        runs.append(SrmRun(config, dirs[2], own_group=True))
+        # THEN the work is split between them (the first node's directory is dead: ask the second's)
+        wait_for(
+            lambda: len([h for h in holding(dirs[1], topic).values() if h]) == 2,
+            90,
+            message="the restarted and the added node each holding partitions",
+        )
+        consumers.read_and_commit(4)
+        traffic.stop()
+        committed = consumers.close()
+        wait_for(
+            lambda: all(
+                len(read_partition(b, remote, p)) >= len(read_partition(a, topic, p)) for p in range(PARTITIONS)
+            ),
+            120,
+            message="every record replicated",
+        )
+        # THEN the group failed over to the target (its offsets synced there) resumes at the record after the one it
+        # committed on the source: nothing read again, nothing skipped
+        src = read_topic(a, topic)
+        wait_for(
+            lambda: failed_over_exactly(b, remote, group, src, committed, delivery),
+            60,
+            message="the group's offsets on the target translated exactly",
+        )
+    finally:
+        for stopper in (traffic, arrivals):
+            if stopper is not None:
+                stopper.stop()
+        for run in runs:
+            run.stop()
+
+    # THEN nothing is lost and the order is kept; duplicates are only the killed node's in-flight batches
+    src, dst = read_topic(a, topic), read_topic(b, remote)
+    duplicates = {p: assert_no_loss(src[p], dst[p]) for p in range(PARTITIONS)}
+    print(f"[{delivery}] {sum(len(r) for r in src.values())} records, duplicates per partition: {duplicates}")
+    if delivery == "exactly-once":
+        assert sum(duplicates.values()) == 0, duplicates
+    else:
+        assert all(d == 0 for p, d in duplicates.items() if p not in killed_held), duplicates
+        assert all(d <= BATCH for d in duplicates.values()), duplicates
+    # the checkpoints came from one leader at a time: its runs of records never overlap in time
+    segments = emitter_segments(b, "a.checkpoints.internal", group)
+    assert len({emitter for emitter, _, _ in segments}) >= 2, segments
+    for before, after in itertools.pairwise(segments):
+        assert before[2] <= after[1], f"two leaders emitted at once: {before} and {after}"
+
+
+def failed_over_exactly(
+    bootstrap: str, remote: str, group: str, src: dict[int, list], committed: dict[int, int], delivery: str
+) -> bool:
+    """Whether the group's offsets on the target resume each partition at the copy of the source record it would
+    read next: the first record from there is that record and every source record after it follows (exactly-once:
+    nothing else)."""
+    target = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        wanted = [TopicPartition(remote, p) for p in range(PARTITIONS)]
+        offsets = {tp.partition: tp.offset for tp in target.committed(wanted, timeout=10)}
+    finally:
+        target.close()
+    for p, next_source in committed.items():
+        if offsets.get(p, -1) < 0:
+            return False
+        rest = [r.content() for r in read_partition(bootstrap, remote, p) if r.offset >= offsets[p]]
+        want = [r.content() for r in src[p][next_source:]]
+        if delivery == "exactly-once" and rest != want:
+            return False
+        if (rest[:1] != want[:1]) or not set(want) <= set(rest):
+            return False
+    return True
+
+
+def test_a_node_given_a_running_nodes_id_refuses_to_start(clusters, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = unique("same-id")
+    create_topic(a, topic, 2)
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic}})
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    with SrmRun(config, tmp_path / "one", ("--node-id", "twin")) as first:
+        wait_for(lambda: "twin" in nodes(tmp_path / "one"), 60, message="the first node running")
+        second = run_cli(
+            "srm", "run", "--config", str(config), "--node-id", "twin", "--no-metrics", cwd=tmp_path / "two", timeout=60
+        )
+        assert first.alive()
+    assert second.returncode == 2, second.stderr
+    lines = [line for line in second.stderr.splitlines() if line.startswith("srm:")]
+    assert len(lines) == 1 and "node id twin is in use by a running node" in lines[0], second.stderr
+    assert str(tmp_path / "one") in lines[0]
