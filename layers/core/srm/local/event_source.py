@@ -240,7 +240,7 @@ class EmulatedMapping:
                 numbers = f"partition{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
                 what = f"{numbers} of {self._partitions} of {self.topic} not assigned"
             return unassigned, f"{what} to its consumers (group {self.group_id})"
-        if now - self._progress_at > bound_s:
+        if unassigned is None and now - self._progress_at > bound_s:  # (a partition assigned to none explains it)
             reason = self.stats.last_error or "records wait beyond the committed offsets and none is replicated"
             return self._progress_at, f"no batch of {self.topic} replicated: {reason}"
         return None

@@ -1,8 +1,9 @@
 """Which node runs a flow's scheduled functions (topic sync, heartbeats, checkpoints): its elected leader.
 
-Every node's worker of a flow is a member of the consumer group ``srm-leader.<group id>.<source>->.<target>`` on the
-flow's target cluster, subscribed to the one-partition topic ``srm-nodes.<group id>.internal`` there (never read:
-its partition is paused). The member the group assigns that partition leads. Kafka's group protocol gives the
+Every node's worker of a flow is a member of the consumer group ``srm-leader.<group id>.<source>-><target>`` where
+the nodes' state is, subscribed to the state's one-partition topic (never read: its partition is paused); with the
+state elsewhere (a DynamoDB endpoint), on the flow's target, subscribed to ``srm-nodes.<group id>.internal``. The
+member the group assigns that partition leads. Kafka's group protocol gives the
 partition to one member at a time; with the cooperative assignor the leader keeps it while it lives, and gives it up
 — after its running functions finished (:attr:`Leadership.on_deposed` runs in the revocation) — before another
 member gets it. A leader that dies loses it when its session expires (``nodes.session.timeout.ms``); one that stops
@@ -45,6 +46,7 @@ class Leadership:
         name: str,
         on_elected: Callable[[], None] | None = None,
         on_deposed: Callable[[], None] | None = None,
+        ensure_topic: Callable[[], None] | None = None,
     ) -> None:
         self._conf = {
             **consumer_config,
@@ -61,6 +63,7 @@ class Leadership:
         self.name = name
         self.on_elected = on_elected
         self.on_deposed = on_deposed
+        self.ensure_topic = ensure_topic  # makes the topic if it is missing (retried until it succeeds)
         self._leader = threading.Event()
         # Held while a function is started on the strength of leading, and while stepping down: no function starts
         # after the leadership is given up.
@@ -73,6 +76,10 @@ class Leadership:
     def is_leader(self) -> bool:
         return self._leader.is_set()
 
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
     def start(self) -> None:
         self._thread.start()
 
@@ -84,6 +91,9 @@ class Leadership:
         while not self._stop.is_set():
             consumer = None
             try:
+                if self.ensure_topic is not None:
+                    self.ensure_topic()
+                    self.ensure_topic = None
                 consumer = Consumer(self._conf)
                 consumer.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost)
                 while not self._stop.is_set():
@@ -94,7 +104,7 @@ class Leadership:
             except Exception as e:  # a broken consumer is replaced: its leadership, if any, ends first
                 log.error("%s: leader election failed, joining again: %s", self.name, e)
                 self._step_down("its consumer failed")
-                self._stop.wait(2.0)
+                self._stop.wait(5.0)
             finally:
                 if consumer is not None:
                     consumer.close()  # leaves the group: the revocation below runs first

@@ -131,10 +131,11 @@ def kafka_store_spec(
         alias = found or (default if default in answered or not answered else answered[0])
         if found is None and alias != default:
             log.warning(
-                "cluster %s, where the state of %s would be kept, does not answer: it is kept on %s (set %s to choose)",
-                default,
+                "the state of %s is kept on cluster %s: %s, the first flow's target, does not answer (set %s to "
+                "choose)",
                 nodes.group_id,
                 alias,
+                default,
                 NODES_STORE_CLUSTER,
             )
     if create:

@@ -346,11 +346,8 @@ class LocalRuntime:
             **({"SRM_API_URL": f"http://127.0.0.1:{self.api_port}"} if self.api_port else {}),
             "SRM_DEPLOYMENT_NAME": f"{socket.gethostname()}:{o.state_dir.resolve().parent}",
             **({"SRM_METRICS_DIR": str(self.metrics_dir)} if o.metrics else {}),
-            **(
-                {"SRM_METRICS_TOPIC": metrics_topic(self.nodes.group_id), "SRM_STORE_CLUSTER": self._store_alias}
-                if o.metrics and self._store_alias
-                else {}
-            ),
+            **({"SRM_STORE_CLUSTER": self._store_alias} if self._store_alias else {}),
+            **({"SRM_METRICS_TOPIC": metrics_topic(self.nodes.group_id)} if o.metrics and self._store_alias else {}),
             "SRM_DEAD_LETTER_DIR": str(o.state_dir.resolve() / "dead-letters"),
             "SRM_NODE_ID": self.node_id,
             **self._secret_env,

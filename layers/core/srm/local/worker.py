@@ -382,36 +382,41 @@ def _leadership(
     group_id: str,
     session_timeout_ms: int,
 ) -> Leadership:
-    """The flow's leader election on its target cluster (see :mod:`srm.local.leadership`)."""
+    """The flow's leader election (see :mod:`srm.local.leadership`): where the state is (the store cluster, its
+    topic), else on the flow's target."""
     flow = config.check_flow(source, target)
-    topic = nodes_topic(group_id)
+    alias = app.env.store_cluster or target
+    topic = config.nodes().topic if app.env.store_cluster else nodes_topic(group_id)
     settings = config.settings(source, target)
-    ensure_topic(
-        app.kafka.admin(config, target, flow),
-        topic,
-        1,
-        settings.checkpoints_topic_replication_factor,
-        {"cleanup.policy": "compact"},
-    )
+
+    def ensure() -> None:  # the state's topic exists already; the target's is created here
+        if not app.env.store_cluster:
+            admin = app.kafka.admin(config, alias, flow)
+            ensure_topic(admin, topic, 1, settings.checkpoints_topic_replication_factor, {"cleanup.policy": "compact"})
 
     def elected() -> None:
         for job in schedule:
             job.next_run = 0.0  # a new leader runs every function at once
 
     def deposed() -> None:
+        # The next leader starts once this one's functions ended; a worker that stops waits less: a function
+        # blocked on a cluster that does not answer writes nothing, and ends with the process.
+        bound = 2.0 if leadership.stopping else 60.0
         for job in schedule:
             if job.running is not None:
-                job.running.join(60.0)  # the next leader starts once this one's functions ended
+                job.running.join(bound)
 
-    return Leadership(
-        consumer_config(config, target, flow, group_id="srm-leader", resolver=app.kafka.resolver),
+    leadership = Leadership(
+        consumer_config(config, alias, flow, group_id="srm-leader", resolver=app.kafka.resolver),
         topic,
         leader_group(group_id, source, target),
         session_timeout_ms=session_timeout_ms,
         name=f"{source}->{target}",
         on_elected=elected,
         on_deposed=deposed,
+        ensure_topic=ensure,
     )
+    return leadership
 
 
 if __name__ == "__main__":

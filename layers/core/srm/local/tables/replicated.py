@@ -18,10 +18,14 @@ B. A process whose produce failed no longer knows which of its changes are in th
 C. Two writers race only where two nodes write one key at once: each key has one writer at a time in srm (a
    partition's runs are written by the member that holds the partition, the rest by a flow's leader), and a write
    whose condition depends on stored values first reads everything logged before it.
+D. While the log cannot be reached, writes fail and reads are answered from this process's tables (a consistent
+   read too: it is as fresh as this process can make it); they hold this process's own failed writes until the
+   log is read again, which is why a node still shows what it noted during an outage of the cluster.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -151,11 +155,16 @@ class ReplicatedTables:
             why = self._problem or "it is being read"
             raise StoreUnavailableError(f"the state (topic {self.topic}) is not available yet: {why}")
         if operation not in Tables.WRITES:
-            if self.tables.needs_current_state(operation, request):
-                self.sync()
+            if self.tables.needs_current_state(operation, request) and self._broken is None:
+                # the log does not answer: this process's tables answer, as fresh as they are (invariant D)
+                with contextlib.suppress(StoreUnavailableError):
+                    self.sync()
             with self._lock:
                 return self.tables.execute(operation, request)[0]
-        if self._broken is not None:  # being read again: reads are answered from the tables as they were
+        if self._broken is not None:
+            # Being read again: the write is noted in this process's tables, not logged, and fails (invariant D).
+            with self._lock:
+                self.tables.execute(operation, request)
             raise StoreUnavailableError(self._broken)
         if self.tables.needs_current_state(operation, request):
             self.sync()

@@ -1,0 +1,91 @@
+"""``python -m bench.store``: the local runtime's state stores side by side — the state in a Kafka topic (the
+default), DynamoDB Local, moto — on what the mirror asks of them: the time until a new store answers, a batch's
+state write (one conditional write of a partition's offset runs, ``StateStore.record_runs``) one at a time, and six
+at once (a batch of six partitions), with the CPU the store's process took."""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from srm.aws.state import StateStore, create_state_table
+from srm.core.offsets import Run
+from srm.local.clusters import LocalCluster
+from srm.local.store import KafkaStoreSpec, LocalStore
+
+
+def _client(url: str) -> Any:
+    return boto3.client(
+        "dynamodb", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+
+
+def _cpu_s() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def measure(kind: str, workdir: Path, bootstrap: str, writes: int) -> dict[str, float]:
+    kafka = None
+    if kind == "kafka":
+        topic = f"srm-store.bench-{time.time_ns()}.internal"
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(30)
+        kafka = KafkaStoreSpec("b", topic, {"bootstrap.servers": bootstrap}, {"bootstrap.servers": bootstrap})
+    store = LocalStore(0, workdir / kind, kind, kafka)  # type: ignore[arg-type]
+    cpu, started = _cpu_s(), time.monotonic()
+    url = store.start()
+    store.wait_ready(60)
+    db = _client(url)
+    create_state_table(db, "state")
+    ready_s = time.monotonic() - started
+    state = StateStore(db, "state")
+    state.record_runs("a", "b", "t", 0, [Run(0, 0, 100)])
+    begin = time.monotonic()
+    for i in range(1, writes + 1):
+        state.record_runs("a", "b", "t", 0, [Run(i * 100, i * 100, 100)])
+    one_ms = (time.monotonic() - begin) / writes * 1000
+    writers = [StateStore(db, "state") for _ in range(6)]
+    begin = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        for i in range(1, writes // 6 + 1):
+            list(pool.map(lambda p: writers[p].record_runs("a", "b", "t", p + 1, [Run(i * 100, i * 100, 100)]), range(6)))
+    six_ms = (time.monotonic() - begin) / (writes // 6) * 1000
+    store.stop()
+    return {"ready_s": ready_s, "write_ms": one_ms, "six_writes_ms": six_ms, "cpu_s": _cpu_s() - cpu}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__)
+    parser.add_argument("--writes", type=int, default=600)
+    parser.add_argument("--kinds", default="kafka,durable,memory")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="srm-bench-store-"))
+    cluster = LocalCluster("b", workdir / "kafka" / "data")
+    cluster.start()
+    try:
+        print("| store | answers after | a state write | six at once (a batch of 6 partitions) | CPU-s |")
+        print("|---|---:|---:|---:|---:|")
+        for kind in args.kinds.split(","):
+            m = measure(kind, workdir, cluster.bootstrap, args.writes)
+            print(
+                f"| {kind} | {m['ready_s']:.1f} s | {m['write_ms']:.1f} ms | {m['six_writes_ms']:.1f} ms | "
+                f"{m['cpu_s']:.1f} |",
+                flush=True,
+            )
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
