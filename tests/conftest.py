@@ -73,6 +73,14 @@ def fresh_clusters(tmp_path: Path, clusters: dict[str, Cluster]) -> Iterator[dic
         yield started
 
 
+@pytest.fixture(scope="module")
+def module_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
+    """Two clusters of the module's own, shared by its tests (each with topics and groups of its own): tests that
+    read what every flow of a cluster writes (a checkpoints topic, the groups) see only their module's."""
+    with running_clusters(tmp_path_factory.mktemp("kafka"), ("a", "b")) as started:
+        yield started
+
+
 @pytest.fixture
 def restartable(fresh_clusters: dict[str, Cluster]) -> dict[str, Cluster]:
     if any(c.local is None for c in fresh_clusters.values()):

@@ -43,9 +43,9 @@ def caught_up(cwd: Path, topics: int) -> bool:
     return status["topicCount"] == topics and status["lag"] == 0
 
 
-def test_topics_added_then_removed_then_re_added_while_running(fresh_clusters, tmp_path: Path):
+def test_topics_added_then_removed_then_re_added_while_running(clusters, tmp_path: Path):
     # GIVEN srm run replicating p.base only, and p.extra with records on the source
-    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     p = unique("ctl")
     base, extra = f"{p}.base", f"{p}.extra"
     for topic in (base, extra):

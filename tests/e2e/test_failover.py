@@ -148,10 +148,10 @@ def assert_exactly_the_rest(
 @MODES
 @pytest.mark.compat  # also run on the compatibility tier's Kafka
 def test_failover_group_resumes_on_target_exactly_across_truncation_transactions_and_plain(
-    fresh_clusters, tmp_path: Path, mode: dict[str, str]
+    module_clusters, tmp_path: Path, mode: dict[str, str]
 ):
     # GIVEN three partitions: p0 truncated by DeleteRecords, p1 holding committed and aborted transactions, p2 plain
-    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    a, b = module_clusters["a"].bootstrap, module_clusters["b"].bootstrap
     topic, group = unique("orders"), unique("app")
     create_topic(a, topic, 3, {"retention.ms": "-1"})
     produce_values(a, topic, 0, [f"p0-{i}".encode() for i in range(100)])
@@ -178,9 +178,11 @@ def test_failover_group_resumes_on_target_exactly_across_truncation_transactions
 
 
 @MODES
-def test_failover_lagging_group_near_the_start_translates_exactly(fresh_clusters, tmp_path: Path, mode: dict[str, str]):
+def test_failover_lagging_group_near_the_start_translates_exactly(
+    module_clusters, tmp_path: Path, mode: dict[str, str]
+):
     # GIVEN a long partition and a group that has read only its first record
-    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    a, b = module_clusters["a"].bootstrap, module_clusters["b"].bootstrap
     topic, group = unique("events"), unique("slow")
     create_topic(a, topic, 1, {"retention.ms": "-1"})
     produce_transactions(a, topic, 0, [([f"e-{t}-{i}".encode() for i in range(50)], True) for t in range(6)])
@@ -205,9 +207,9 @@ def test_failover_lagging_group_near_the_start_translates_exactly(fresh_clusters
 
 
 def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not_moved_back(
-    fresh_clusters, tmp_path: Path
+    module_clusters, tmp_path: Path
 ):
-    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    a, b = module_clusters["a"].bootstrap, module_clusters["b"].bootstrap
     topic = unique("orders")
     active, ahead, idle = unique("active"), unique("ahead"), unique("idle")
     create_topic(a, topic, 1)
@@ -261,9 +263,9 @@ def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not
 
 @MODES
 def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(
-    fresh_clusters, tmp_path: Path, mode: dict[str, str]
+    module_clusters, tmp_path: Path, mode: dict[str, str]
 ):
-    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+    a, b = module_clusters["a"].bootstrap, module_clusters["b"].bootstrap
     topic, group = unique("orders"), unique("app")
     create_topic(a, topic, 2, {"retention.ms": "-1"})
     produce_values(a, topic, 0, [f"p0-{i}".encode() for i in range(60)])
@@ -306,8 +308,8 @@ def _positions_reached(bootstrap: str, group: str, topic: str, records_read: dic
     )
 
 
-def test_checkpoint_records_equal_golden_bytes_of_mm2_schema(fresh_clusters, tmp_path: Path):
-    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+def test_checkpoint_records_equal_golden_bytes_of_mm2_schema(module_clusters, tmp_path: Path):
+    a, b = module_clusters["a"].bootstrap, module_clusters["b"].bootstrap
     topic, group = unique("orders"), unique("app")
     create_topic(a, topic, 1)
     produce_values(a, topic, 0, [f"v{i}".encode() for i in range(50)])
@@ -316,9 +318,13 @@ def test_checkpoint_records_equal_golden_bytes_of_mm2_schema(fresh_clusters, tmp
     with SrmRun(config, tmp_path):
         wait_replicated(a, topic, b, f"a.{topic}")
         records = wait_for(
-            lambda: read_partition(b, "a.checkpoints.internal", 0, isolation="read_uncommitted"),
+            lambda: [
+                r
+                for r in read_partition(b, "a.checkpoints.internal", 0, isolation="read_uncommitted")
+                if r.key is not None and r.key.startswith(struct.pack(">h", len(group)) + group.encode())
+            ],
             60,
-            message="a checkpoint record",
+            message="a checkpoint record of the group",
         )
 
     def string(s: str) -> bytes:

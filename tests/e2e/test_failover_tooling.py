@@ -9,16 +9,24 @@ from confluent_kafka import TopicPartition
 
 from srm.mm2 import client as remote_cluster
 from tests.e2e.test_failover import FAST, committed_on, consume_and_commit, produce_values, wait_group_synced
+from tests.support.clusters import running_clusters
 from tests.support.kafka import create_topic, unique, wait_for, wait_replicated
 from tests.support.runtime import SrmRun, run_cli, write_config
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def failed_over(fresh_clusters, tmp_path: Path):
-    """A running a->b flow, a group `app` that consumed part of a topic on a, and its offsets synced to b."""
-    a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
+@pytest.fixture(scope="module")
+def failed_over(tmp_path_factory: pytest.TempPathFactory):
+    """A running a->b flow on two clusters of its own, a group `app` that consumed part of a topic on a, and its
+    offsets synced to b: set up once for the module's tests, which only read it."""
+    tmp_path = tmp_path_factory.mktemp("failed-over")
+    with running_clusters(tmp_path / "kafka", ("a", "b")) as clusters:
+        yield from _failed_over(clusters, tmp_path)
+
+
+def _failed_over(clusters, tmp_path: Path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic, group, other = unique("orders"), unique("app"), unique("misc")
     create_topic(a, topic, 2)
     create_topic(a, other, 1)

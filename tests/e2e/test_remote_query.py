@@ -68,8 +68,8 @@ def test_a_gateway_run_discovers_lists_and_answers_for_another_run(clusters, tmp
 
     # WHEN both run
     with (
-        SrmRun(gw_config, tmp_path / "gw", ("--api-port", str(gw_port))) as gw_run,
-        SrmRun(east_config, tmp_path / "east", ("--api-port", str(east_port))) as east_run,
+        SrmRun(gw_config, tmp_path / "gw", ("--api-port", str(gw_port)), api=True) as gw_run,
+        SrmRun(east_config, tmp_path / "east", ("--api-port", str(east_port)), api=True) as east_run,
     ):
         wait_replicated(c, f"{p}.two", b, f"c.{p}.two", timeout=60)
 

@@ -45,6 +45,7 @@ class SrmRun:
         *,
         own_group: bool = False,
         metrics: bool = False,  # a Spark JVM per test would not fit the suite's time: only metrics tests want it
+        api: bool = False,  # nor the metrics API's process: only the tests of the API want it
     ) -> None:
         """``own_group``: in a process group of its own (with its workers and store), for :meth:`kill_group`."""
         self.log = workdir / "srm-run.log"
@@ -60,6 +61,7 @@ class SrmRun:
                 "--config",
                 str(config),
                 *(() if metrics else ("--no-metrics",)),
+                *(() if api or metrics else ("--no-api",)),
                 *extra_args,
             ],
             cwd=workdir,

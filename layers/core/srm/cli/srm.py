@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
         help="port of the metrics API and web view on 127.0.0.1 (default: any free port; the URL is written to "
         ".srm-local/api.url)",
     )
+    run.add_argument(
+        "--no-api", action="store_true", help="no metrics API and web view on this node (the other nodes' serve it)"
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
     check = sub.add_parser(
         "check",
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 verbose=args.verbose,
                 metrics=not args.no_metrics,
                 metrics_table=args.metrics_table,
-                api_port=args.api_port,
+                api_port=None if args.no_api else args.api_port,
             )
             return run(config, options)
         if args.command == "check":

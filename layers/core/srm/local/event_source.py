@@ -240,7 +240,10 @@ class EmulatedMapping:
                 numbers = f"partition{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
                 what = f"{numbers} of {self._partitions} of {self.topic} not assigned"
             return unassigned, f"{what} to its consumers (group {self.group_id})"
-        if unassigned is None and now - self._progress_at > bound_s:  # (a partition assigned to none explains it)
+        held = set(self._assigned) | set(self._elsewhere)
+        complete = bool(held) and len(held) >= self._partitions
+        # no progress is a stall of its own only while every partition is held: else the one held by none explains it
+        if unassigned is None and complete and now - self._progress_at > bound_s:
             reason = self.stats.last_error or "records wait beyond the committed offsets and none is replicated"
             return self._progress_at, f"no batch of {self.topic} replicated: {reason}"
         return None
@@ -287,11 +290,11 @@ class EmulatedMapping:
             self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
             self._positions.clear()
             self._caught_up = False
-            self.last_rebalance_ms = int(time.time() * 1000)
+            self._rebalanced()
 
         def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             if partitions:
-                self.last_rebalance_ms = int(time.time() * 1000)
+                self._rebalanced()
 
         consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
         try:
@@ -442,6 +445,12 @@ class EmulatedMapping:
             self._unassigned_since = None
         elif self._unassigned_since is None:
             self._unassigned_since = now
+
+    def _rebalanced(self) -> None:
+        """The assignment changed: the watchdog's clock of progress starts again (the partitions this member held a
+        moment ago are another's business now, and its own need a moment to be read)."""
+        self.last_rebalance_ms = int(time.time() * 1000)
+        self._progress_at = time.monotonic()
 
     def _taken_over_by(self) -> str:
         """Who holds this member's ``group.instance.id`` now, as the group tells (client id @ host)."""

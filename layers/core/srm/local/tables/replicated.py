@@ -99,6 +99,7 @@ class ReplicatedTables:
         }
         self._producer_conf = {**producer, "linger.ms": "0", "enable.idempotence": "true", "acks": "all"}
         self._sync_timeout_s = sync_timeout_s
+        self._ack_timeout_s = 3 * sync_timeout_s  # a broker restart's worth: a write waits it out
         self._lock = threading.Condition()  # the tables, _position, _pending
         self._write_lock = threading.Lock()  # one write at a time: its changes go to the log in its order
         self._position = 0  # the next offset of the log to read
@@ -107,6 +108,7 @@ class ReplicatedTables:
         self._seq = 0
         self._consumer: Consumer | None = None
         self._ends: Consumer | None = None  # asks for the log's end (the reader's consumer is busy consuming)
+        self._ends_lock = threading.Lock()
         self._producer: Producer | None = None
         self._transactional: Producer | None = None
         self._reader: threading.Thread | None = None
@@ -214,13 +216,13 @@ class ReplicatedTables:
     def _await(self, delivery: _Delivery) -> None:
         """Wait for the acknowledgements (invariant A); on failure, invariant B."""
         assert self._producer is not None
-        deadline = time.monotonic() + self._sync_timeout_s
+        deadline = time.monotonic() + self._ack_timeout_s
         while not delivery.done() and time.monotonic() < deadline:
             self._producer.poll(
                 0.002
             )  # serves this writer's reports, and any other thread's (short: another may serve ours)
         if not delivery.done():
-            delivery.errors.append(f"changes not acknowledged within {self._sync_timeout_s:.0f}s")
+            delivery.errors.append(f"changes not acknowledged within {self._ack_timeout_s:.0f}s")
         if delivery.errors:
             self._break(f"cannot write the store's log {self.topic}: {delivery.errors[0]}")
             raise StoreUnavailableError(self._broken or delivery.errors[0])
@@ -275,9 +277,8 @@ class ReplicatedTables:
         """Return once everything others logged before now has been read (this process's own changes are in its
         tables already)."""
         timeout = self._sync_timeout_s if timeout is None else timeout
-        assert self._ends is not None, "start() first"
         try:
-            end = self._ends.get_watermark_offsets(self._tp, timeout=timeout)[1]
+            end = self._log_end(timeout)
         except KafkaException as e:
             raise StoreUnavailableError(f"cannot reach the store's log {self.topic}: {e}") from None
         deadline = time.monotonic() + timeout
@@ -365,12 +366,26 @@ class ReplicatedTables:
 
     def _end(self) -> int | None:
         """The log's end offset, as the broker answers now; None (noted) when it does not."""
-        assert self._ends is not None
         try:
-            return int(self._ends.get_watermark_offsets(self._tp, timeout=self._sync_timeout_s)[1])
+            return self._log_end(self._sync_timeout_s)
         except KafkaException as e:
             self._note(f"cannot reach the store's log {self.topic}: {e}")
             return None
+
+    def _log_end(self, timeout: float) -> int:
+        """The log's end offset as the partition's leader answers; a client that could not ask is replaced (after a
+        broker restart librdkafka may keep answering "unknown partition" for a topic it is not assigned)."""
+        with self._ends_lock:
+            ends = self._ends
+            assert ends is not None, "start() first"
+        try:
+            return int(ends.get_watermark_offsets(self._tp, timeout=timeout)[1])
+        except KafkaException:
+            with self._ends_lock:
+                if self._ends is ends:
+                    self._ends = Consumer(self._consumer_conf)
+                    ends.close()
+            raise
 
     def _note(self, message: str) -> None:
         """A problem reading the log, logged once a minute at most (a cluster that is down says so every poll)."""
