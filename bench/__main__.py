@@ -51,6 +51,9 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument("--no-default-batch", action="store_true", help="skip the BatchSize 100 end-to-end run")
     parser.add_argument(
+        "--no-nodes", action="store_true", help="skip the runs on 2 and 3 nodes and the rebalance pause"
+    )
+    parser.add_argument(
         "--no-pinned",
         action="store_true",
         help="skip the runs pinned to separate cores (brokers on core 0, the copy loop or srm run on core 1)",
@@ -155,6 +158,7 @@ def main() -> int:
     live_mm2 = Workload("live", "bench.mm2live", live.records, 200, PARTITIONS)
     live_eos = Workload("live", "bench.eoslive", live.records, 200, PARTITIONS)
     live_mm2_eos = Workload("live", "bench.mm2eoslive", live.records, 200, PARTITIONS)
+    live_join = Workload("live", "bench.joinlive", live.records, 200, PARTITIONS)
     workdir = Path(tempfile.mkdtemp(prefix="srm-bench-"))
     clusters = [LocalCluster(alias, workdir / alias / "data") for alias in ("source", "target")]
     results: dict[str, Any] = {
@@ -177,7 +181,7 @@ def main() -> int:
         for cluster in clusters:
             cluster.start()
         bootstraps = (clusters[0].bootstrap, clusters[1].bootstrap)
-        lives = [live, live_mm2, live_eos, live_mm2_eos]
+        lives = [live, live_mm2, live_eos, live_mm2_eos, live_join]
         create_topics(bootstraps[0], {w.topic: w.partitions for w in [*workloads.values(), *lives]})
         for w in workloads.values():
             seconds = produce_backlog(bootstraps[0], w)
@@ -286,6 +290,45 @@ def main() -> int:
                         Scenario("e2e-default", "dsrc", "ddst", 100, 500, (workloads["small"],), time_box_s=20.0),
                     )
                 )
+            if not args.no_nodes and "small" in workloads:
+                # a cluster of nodes on this one machine: what bounds it is the 2 cores they share with the brokers
+                for n in (2, 3):
+                    scenarios.append(
+                        (
+                            f"e2e_nodes_{n}",
+                            f"end to end: {n} srm run nodes, BatchSize 10,000, window {args.window_ms} ms",
+                            "small",
+                            Scenario(
+                                f"e2e-nodes{n}",
+                                f"n{n}src",
+                                f"n{n}dst",
+                                10_000,
+                                args.window_ms,
+                                (workloads["small"],),
+                                nodes=n,
+                            ),
+                        )
+                    )
+                # the rebalance pause: a second node joins 8 s into a live stream; its worst latency is the pause
+                scenarios.append(
+                    (
+                        "e2e_join",
+                        "live stream while a second node joins (the rebalance pause)",
+                        "none",
+                        Scenario(
+                            "e2e-join",
+                            "jsrc",
+                            "jdst",
+                            10_000,
+                            args.window_ms,
+                            (),
+                            live=live_join,
+                            live_seconds=args.live_seconds,
+                            nodes=1,
+                            join_at_s=8.0,
+                        ),
+                    )
+                )
             if pinned and "small" in workloads:
                 scenarios.append(
                     (
@@ -373,7 +416,8 @@ def main() -> int:
                 print(f"{label}: {name} …", flush=True)
                 with _pinned(clusters, BROKER_CORES, REPLICATOR_CORES) if scenario.cpus else contextlib.nullcontext():
                     backlog, live_result, run_facts = run_scenario(scenario, bootstraps, workdir / scenario.name)
-                paths.setdefault(key, {})[name] = backlog.as_json()
+                if scenario.backlog:
+                    paths.setdefault(key, {})[name] = backlog.as_json()
                 facts[scenario.name] = run_facts | {
                     "batch_size": scenario.batch_size,
                     "batching_window_ms": scenario.batching_window_ms,

@@ -44,6 +44,8 @@ class Scenario:
     replicator: str = "srm"  # or "mm2": MirrorMaker 2 in dedicated mode (bench.mm2)
     exactly_once: bool = False  # exactly.once.source.support=enabled (srm's flow; MM2's target cluster)
     cpus: str | None = None  # pin the replicator to these cores (taskset -c), e.g. "1"
+    nodes: int = 1  # srm run processes with the same config (a cluster of nodes sharing the partitions)
+    join_at_s: float | None = None  # one more node joins this long into the live stream (the rebalance pause)
 
 
 @dataclass
@@ -78,6 +80,32 @@ class SrmRun(Replicator):
     def __init__(self, config: Path, workdir: Path, cpus: str | None = None) -> None:
         command = [sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config)]
         super().__init__(["taskset", "-c", cpus, *command] if cpus else command, workdir, "srm-run.log")
+
+
+class SrmNodes:
+    """``nodes`` ``srm run`` with one config, each in a directory of its own: a cluster of nodes."""
+
+    def __init__(self, config: Path, workdir: Path, nodes: int, cpus: str | None = None) -> None:
+        self.config, self.workdir, self.cpus = config, workdir, cpus
+        self.runs: list[SrmRun] = []
+        for _ in range(nodes):
+            self.add()
+        self.process = self.runs[0].process
+
+    def add(self) -> None:
+        workdir = self.workdir / f"node{len(self.runs) + 1}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.runs.append(SrmRun(self.config, workdir, self.cpus))
+
+    def pids(self) -> list[int]:
+        return [pid for run in self.runs for pid in run.pids()]
+
+    def output(self) -> str:
+        return "".join(run.output() for run in self.runs)
+
+    def stop(self) -> None:
+        for run in self.runs:
+            run.stop()
 
 
 def _config(scenario: Scenario, bootstraps: tuple[str, str], topics: list[str]) -> dict[str, Any]:
@@ -138,7 +166,9 @@ class _Progress:
             self.watch.close()
 
 
-def _live_stream(scenario: Scenario, source: str, target: str, remote: str) -> LiveResult:
+def _live_stream(
+    scenario: Scenario, source: str, target: str, remote: str, join: Callable[[], None] | None = None
+) -> LiveResult:
     workload = scenario.live
     assert workload is not None
     result = LiveResult(scenario.live_rate, scenario.live_seconds)
@@ -174,8 +204,11 @@ def _live_stream(scenario: Scenario, source: str, target: str, remote: str) -> L
     producer = Producer({"bootstrap.servers": source, "linger.ms": 1, "enable.idempotence": True})
     tick = 0.01
     per_tick = max(1, int(scenario.live_rate * tick))
-    next_tick = time.monotonic()
+    next_tick = started = time.monotonic()
     for i in range(0, count, per_tick):
+        if join is not None and scenario.join_at_s is not None and time.monotonic() - started >= scenario.join_at_s:
+            join()  # a node joins: its share of the partitions moves to it
+            join = None
         for partition, key, value, headers in records[i : i + per_tick]:
             producer.produce(workload.topic, value, key, partition=partition, headers=headers)
         producer.poll(0)
@@ -201,7 +234,7 @@ def run_scenario(
     workdir.mkdir(parents=True, exist_ok=True)
     topics = [w.topic for w in scenario.backlog] + ([scenario.live.topic] if scenario.live else [])
     targets = {f"{scenario.source}.{w.topic}": end_offsets(source, w.topic, w.partitions) for w in scenario.backlog}
-    run: Replicator
+    run: Replicator | SrmNodes
     if scenario.replicator == "mm2":
         config = workdir / "mm2.properties"
         config.write_text(mm2_properties(scenario.source, scenario.target, bootstraps, topics, scenario.exactly_once))
@@ -209,7 +242,11 @@ def run_scenario(
     else:
         config = workdir / "srm.yaml"
         config.write_text(yaml.safe_dump(_config(scenario, bootstraps, topics), sort_keys=False))
-        run = SrmRun(config, workdir, scenario.cpus)
+        run = (
+            SrmNodes(config, workdir, scenario.nodes, scenario.cpus)
+            if scenario.nodes > 1 or scenario.join_at_s
+            else SrmRun(config, workdir, scenario.cpus)
+        )
     facts: dict[str, Any] = {}
     live: LiveResult | None = None
     try:
@@ -241,7 +278,8 @@ def run_scenario(
             },
         )
         if scenario.live is not None:
-            live = _live_stream(scenario, source, target, f"{scenario.source}.{scenario.live.topic}")
+            join = run.add if isinstance(run, SrmNodes) else None
+            live = _live_stream(scenario, source, target, f"{scenario.source}.{scenario.live.topic}", join)
         pids = run.pids()
         main = "mm2" if scenario.replicator == "mm2" else "supervisor"
         facts["peak_rss_mb"] = {main: round(peak_rss_mb(pids[0]), 1)} | {

@@ -58,7 +58,8 @@ def measure(kind: str, workdir: Path, bootstrap: str, writes: int) -> dict[str, 
     begin = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         for i in range(1, writes // 6 + 1):
-            list(pool.map(lambda p: writers[p].record_runs("a", "b", "t", p + 1, [Run(i * 100, i * 100, 100)]), range(6)))
+            run = [Run(i * 100, i * 100, 100)]
+            list(pool.map(lambda p, run=run: writers[p].record_runs("a", "b", "t", p + 1, run), range(6)))
     six_ms = (time.monotonic() - begin) / (writes // 6) * 1000
     store.stop()
     return {"ready_s": ready_s, "write_ms": one_ms, "six_writes_ms": six_ms, "cpu_s": _cpu_s() - cpu}

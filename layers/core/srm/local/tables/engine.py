@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -182,6 +183,17 @@ class Tables:
         if operation in ("PutItem", "DeleteItem"):
             return "ConditionExpression" in request or request.get("ReturnValues", "NONE") != "NONE"
         return operation in self.READS and bool(request.get("ConsistentRead"))
+
+    def item_key(self, operation: str, request: dict[str, Any]) -> str | None:
+        """The one item a single-item write touches, as a string (None: a write of several items, or of a table)."""
+        if operation not in ("PutItem", "UpdateItem", "DeleteItem") or request.get("TableName") not in self._tables:
+            return None
+        table = self._tables[request["TableName"]]
+        try:
+            key = table.key_attributes(request["Item"] if operation == "PutItem" else request["Key"])
+        except KeyError:
+            return None
+        return json.dumps([table.name, key], sort_keys=True, separators=(",", ":"))
 
     # -- tables --------------------------------------------------------------------------------------------------
     def _table(self, name: str) -> _Table:

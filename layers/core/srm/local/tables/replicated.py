@@ -43,6 +43,7 @@ __all__ = ["ReplicatedTables", "StoreUnavailableError"]
 log = logging.getLogger(__name__)
 
 _WRITER = "w"  # header: the writing process's id and its sequence number
+_OWN_WRITE_S = 1.0  # an item this process wrote this recently is still its own (see _written_lately)
 
 
 class StoreUnavailableError(RuntimeError):
@@ -104,6 +105,7 @@ class ReplicatedTables:
         self._write_lock = threading.Lock()  # one write at a time: its changes go to the log in its order
         self._position = 0  # the next offset of the log to read
         self._pending: dict[bytes, int] = {}  # key → sequence of this process's last write of it not read back yet
+        self._own_writes: dict[str, float] = {}  # item key → when this process last wrote it (monotonic)
         self._own: set[int] = set()  # offsets of this process's acknowledged changes not read back yet
         self._seq = 0
         self._consumer: Consumer | None = None
@@ -168,7 +170,7 @@ class ReplicatedTables:
             with self._lock:
                 self.tables.execute(operation, request)
             raise StoreUnavailableError(self._broken)
-        if self.tables.needs_current_state(operation, request):
+        if self.tables.needs_current_state(operation, request) and not self._written_lately(operation, request):
             self.sync()
         with self._write_lock:
             with self._lock:
@@ -185,6 +187,14 @@ class ReplicatedTables:
         self._await(delivery)
         return response
 
+    def _written_lately(self, operation: str, request: dict[str, Any]) -> bool:
+        """Whether this process wrote the one item this write touches within :data:`_OWN_WRITE_S`: no other node can
+        have written it since (invariant C: a key changes hands with a partition, which takes a rebalance, seconds
+        with its heartbeats), so the write needs no reading of the log first — the state write of a busy
+        partition's every batch."""
+        key = self.tables.item_key(operation, request)
+        return key is not None and time.monotonic() - self._own_writes.get(key, -_OWN_WRITE_S) < _OWN_WRITE_S
+
     def _record(self, change: Change) -> tuple[bytes, bytes | None, int]:
         """The log record of a change (called with the lock held), noted as pending until read back."""
         key = _encode_key(change)
@@ -194,6 +204,10 @@ class ReplicatedTables:
             value = None if change.item is None else json.dumps(change.item, separators=(",", ":")).encode()
         self._seq += 1
         self._pending[key] = self._seq
+        if change.key is not None:
+            now = self._own_writes[key[1:].decode()] = time.monotonic()
+            if len(self._own_writes) > 10_000:  # only the recent ones matter
+                self._own_writes = {k: t for k, t in self._own_writes.items() if now - t < _OWN_WRITE_S}
         return key, value, self._seq
 
     def _produce(self, records: list[tuple[bytes, bytes | None, int]]) -> _Delivery:
