@@ -5,6 +5,7 @@ with its status, the selected flow's topics, charts with the known points, empty
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from srm.app import App
+from srm.aws.nodes import MemberRecord, NodeRecord, Nodes
 from srm.control.metrics import MetricQueries
 from srm.handlers.metrics_api import lambda_handler
 from srm.local.api_server import ApiServer
@@ -225,3 +227,23 @@ def test_a_failing_api_is_shown_not_a_blank_page(
     assert "HTTP 502" in error and "Internal server error" in error
     assert "unreachable" not in error  # the server's detail stays in its log
     assert text(browser, "#flows-empty") == "Could not load the flows (see the error above)."
+
+
+def test_the_nodes_of_an_srm_run_cluster_show_who_leads_and_holds_what(
+    tables: dict[str, Any], browser: webdriver.Chrome, server: ApiServer
+) -> None:
+    # GIVEN two live nodes of the cluster (its default group id: the config's aliases), one leading a->b
+    now = int(time.time() * 1000)
+    nodes = Nodes(tables["db"], "state", "srm-a-b-c")
+    for node, pid in (("host1-aa", 11), ("host2-bb", 22)):
+        nodes.put_node(NodeRecord(node, node.split("-")[0], pid, f"/srv/{node}", "token", now - 60_000, now))
+    nodes.put_member(MemberRecord("host1-aa", "a", "b", True, {"orders": (0,), "heartbeats": (0,)}, now - 5_000, now))
+    nodes.put_member(MemberRecord("host2-bb", "a", "b", False, {"orders": (1,)}, now - 5_000, now))
+    # WHEN the page is opened THEN its nodes table shows each node, what it leads, and the partitions it holds
+    open_view(browser, f"{server.url}/ui")
+    until(browser, "the nodes", lambda d: len(rows(d, "nodes")) == 2)
+    assert text(browser, "#nodes-group") == "srm-a-b-c"
+    assert [r[:5] for r in rows(browser, "nodes")] == [
+        ["host1-aa", "yes", "host1:11", "a->b", "a->b heartbeats 0; a->b orders 0"],
+        ["host2-bb", "yes", "host2:22", "–", "a->b orders 1"],
+    ]

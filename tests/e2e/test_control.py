@@ -62,7 +62,7 @@ def test_topics_added_then_removed_then_re_added_while_running(clusters, tmp_pat
 
         # THEN p.extra replicates, identically, and the status shows both topics caught up
         wait_replicated(a, extra, b, f"a.{extra}", timeout=120)
-        wait_for(lambda: caught_up(tmp_path, 2), timeout=120, message="status: 2 topics, lag 0")
+        wait_for(lambda: caught_up(tmp_path, 2), timeout=120, interval=1.0, message="status: 2 topics, lag 0")
 
         # WHEN the pattern is removed again and more records arrive on both topics
         control(tmp_path, "topics", "--source", "a", "--target", "b", "--remove", f"{p}\\.extra")
@@ -72,7 +72,7 @@ def test_topics_added_then_removed_then_re_added_while_running(clusters, tmp_pat
 
         # THEN p.base keeps replicating while p.extra's new records stay on the source; its copy stays intact
         wait_replicated(a, base, b, f"a.{base}", timeout=120)
-        wait_for(lambda: flow_status(tmp_path)["topicCount"] == 1, timeout=60, message="status: 1 topic")
+        wait_for(lambda: flow_status(tmp_path)["topicCount"] == 1, timeout=60, interval=1.0, message="status: 1 topic")
         time.sleep(QUIET_INTERVALS)
         assert record_count(b, f"a.{extra}") == 100
         assert flow_status(tmp_path)["topicCount"] == 1
@@ -82,7 +82,7 @@ def test_topics_added_then_removed_then_re_added_while_running(clusters, tmp_pat
 
         # THEN replication resumes where it stopped: nothing lost, nothing duplicated
         wait_replicated(a, extra, b, f"a.{extra}", timeout=120)
-        wait_for(lambda: caught_up(tmp_path, 2), timeout=120, message="status: 2 topics, lag 0")
+        wait_for(lambda: caught_up(tmp_path, 2), timeout=120, interval=1.0, message="status: 2 topics, lag 0")
         assert run.alive(), run.output()[-3000:]
 
     assert assert_identical(a, extra, b, f"a.{extra}") == {0: 70, 1: 70}
@@ -99,7 +99,7 @@ def test_flow_disabled_stops_replicating_and_enabled_resumes(clusters, tmp_path:
 
     with SrmRun(config, tmp_path) as run:
         wait_replicated(a, topic, b, f"a.{topic}", timeout=120)
-        wait_for(lambda: caught_up(tmp_path, 1), timeout=120, message="status: lag 0")
+        wait_for(lambda: caught_up(tmp_path, 1), timeout=120, interval=1.0, message="status: lag 0")
 
         # WHEN the flow is disabled and records keep arriving
         assert control(tmp_path, "flows", "disable", "a->b").startswith("a->b: disabled")

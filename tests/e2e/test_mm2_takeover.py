@@ -150,7 +150,7 @@ def test_srm_reads_mirror_maker_2_then_takes_over_losing_nothing_and_rewriting_o
         for p in range(PARTITIONS):
             assert mine[(topic, p)]["start_from"] == "srm" and mine[(topic, p)]["offset"] >= 201
         # … `srm-control offsets` shows MM2's checkpoints of the group, saying MM2 translated them
-        before = wait_for(lambda: _offsets(tmp_path, group), 60, message="srm-control offsets")
+        before = wait_for(lambda: _offsets(tmp_path, group), 60, interval=1.0, message="srm-control offsets")
         for p in range(PARTITIONS):
             assert before[p] == {
                 "offset": checkpoints[(remote, p)].offset,

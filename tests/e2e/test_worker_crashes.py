@@ -161,6 +161,7 @@ def test_mapping_whose_group_is_held_by_another_member_is_reported_stalled_and_r
             status = wait_for(
                 lambda: next((s for s in [status_text(tmp_path)] if "stalled since" in s), None),
                 timeout=30,
+                interval=1.0,
                 message="the stall in srm-control status",
             )
             assert f"a->b: topic {topic} stalled since " in status, status
@@ -170,5 +171,7 @@ def test_mapping_whose_group_is_held_by_another_member_is_reported_stalled_and_r
         # WHEN that member leaves, the mapping gets its partition back: the stall ends, and every record is replicated
         wait_log(run, f"a->b: topic {topic} recovered after", timeout=60)
         wait_for(lambda: no_loss_yet(a, topic, b, f"a.{topic}"), timeout=60, message="every record replicated")
-        wait_for(lambda: "stalled since" not in status_text(tmp_path), timeout=30, message="the stall cleared")
+        wait_for(
+            lambda: "stalled since" not in status_text(tmp_path), timeout=30, interval=1.0, message="the stall cleared"
+        )
         assert "Traceback" not in run.output(), run.output()[-3000:]

@@ -104,14 +104,25 @@ def worker_pid(run: SrmRun) -> int:
     return wait_for(find, timeout=30, message="the worker process")
 
 
-def recovery(traffic: Traffic, arrivals: Arrivals, since: float) -> float:
-    """Seconds from ``since`` until a record produced after it was on the target."""
+def recovery(traffic: Traffic, arrivals: Arrivals, since: float, partitions: set[int] | None = None) -> float:
+    """Seconds from ``since`` until a record produced after it was on the target — with ``partitions``, once a record
+    produced after it to each of them was."""
+
+    def partition(value: bytes) -> int:
+        return int(value.rsplit(b"-v", 1)[1]) % traffic.partitions  # numbered_records: "<tag>-v<i>" goes to i % n
 
     def arrived() -> float | None:
         sent = traffic.sent[:]  # a copy: the traffic thread appends meanwhile
         after = sent[bisect.bisect_left(sent, (since, b"")) :]
-        times = [arrivals.first_seen[v] for _, v in after if v in arrivals.first_seen]
-        return min(times) - since if times else None
+        first: dict[int, float] = {}
+        for _, v in after:
+            if v in arrivals.first_seen:
+                p = partition(v)
+                first[p] = min(first.get(p, float("inf")), arrivals.first_seen[v])
+        wanted = set(first) if partitions is None else partitions
+        if not first or not wanted <= set(first):
+            return None
+        return max(first[p] for p in wanted) - since if partitions else min(first.values()) - since
 
     return wait_for(arrived, timeout=RECOVERY_BOUND_S + 30, interval=0.1, message="a record produced after the fault")
 

@@ -353,8 +353,9 @@ class ReplicatedTables:
                 elif err.fatal():
                     raise KafkaException(err)
             position = max(position, consumer.position([self._tp])[0].offset)
-            if messages:
-                continue
+            if len(messages) == 5000:
+                continue  # more is waiting: the end is asked for once what the fetches held is read (a busy log
+                # never goes quiet: waiting for an empty poll could last for ever)
             end = self._end()
             if end is not None and position >= end:
                 return tables, position
