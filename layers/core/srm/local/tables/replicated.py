@@ -148,8 +148,10 @@ class ReplicatedTables:
         for producer in (self._producer, self._transactional):
             if producer is not None:
                 producer.flush(5)
-        if self._ends is not None:
-            self._ends.close()
+        with self._ends_lock:
+            ends, self._ends = self._ends, None
+        if ends is not None:
+            ends.close()
 
     # -- requests ------------------------------------------------------------------------------------------------
     def execute(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -210,12 +212,14 @@ class ReplicatedTables:
                 self._own_writes = {k: t for k, t in self._own_writes.items() if now - t < _OWN_WRITE_S}
         return key, value, self._seq
 
-    def _produce(self, records: list[tuple[bytes, bytes | None, int]]) -> _Delivery:
+    def _produce(self, records: list[tuple[bytes, bytes | None, int]], producer: Producer | None = None) -> _Delivery:
+        """Hand the records to the producer (this process's plain one unless told), each tagged with its writer."""
+        producer = producer or self._producer
+        assert producer is not None
         delivery = _Delivery(len(records))
-        assert self._producer is not None
         try:
             for key, value, seq in records:
-                self._producer.produce(
+                producer.produce(
                     self.topic,
                     value,
                     key,
@@ -232,9 +236,8 @@ class ReplicatedTables:
         assert self._producer is not None
         deadline = time.monotonic() + self._ack_timeout_s
         while not delivery.done() and time.monotonic() < deadline:
-            self._producer.poll(
-                0.002
-            )  # serves this writer's reports, and any other thread's (short: another may serve ours)
+            # serves this writer's reports and any other thread's (briefly: another thread may serve ours)
+            self._producer.poll(0.002)
         if not delivery.done():
             delivery.errors.append(f"changes not acknowledged within {self._ack_timeout_s:.0f}s")
         if delivery.errors:
@@ -248,17 +251,9 @@ class ReplicatedTables:
         try:
             producer = self._transaction_producer()
             producer.begin_transaction()
-            delivery = _Delivery(len(records))
-            for key, value, seq in records:
-                producer.produce(
-                    self.topic,
-                    value,
-                    key,
-                    partition=0,
-                    on_delivery=delivery.report,
-                    headers=[(_WRITER, f"{self.writer}:{seq}".encode())],
-                )
-            producer.commit_transaction(self._sync_timeout_s)  # serves the reports first
+            delivery = self._produce(records, producer)
+            if not delivery.errors:
+                producer.commit_transaction(self._sync_timeout_s)  # serves the reports first
         except KafkaException as e:
             delivery = _Delivery(0)
             delivery.errors.append(str(e))
@@ -392,9 +387,16 @@ class ReplicatedTables:
         broker restart librdkafka may keep answering "unknown partition" for a topic it is not assigned)."""
         with self._ends_lock:
             ends = self._ends
-            assert ends is not None, "start() first"
+        if ends is None:
+            raise StoreUnavailableError(f"the store's log {self.topic} is closed: srm is stopping")
         try:
             return int(ends.get_watermark_offsets(self._tp, timeout=timeout)[1])
+        except RuntimeError:
+            # another thread replaced (and closed) this client meanwhile: ask its replacement
+            with self._ends_lock:
+                if self._ends is None or self._ends is ends:
+                    raise StoreUnavailableError(f"the store's log {self.topic} is closed: srm is stopping") from None
+            return self._log_end(timeout)
         except KafkaException:
             with self._ends_lock:
                 if self._ends is ends:
