@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 from srm.local.clusters import LocalCluster
 from tests.support.clusters import RUNNING, using_external_clusters
 from tests.support.kafka import admin, create_topic, numbered_records, produce, unique, wait_for, wait_replicated
-from tests.support.runtime import SrmRun, wait_log, write_config
+from tests.support.runtime import srm_run, wait_log
 
 pytestmark = pytest.mark.e2e
 
@@ -40,6 +40,8 @@ TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
 EVERY_BINDING = AclBindingFilter(
     ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
 )
+
+ACL_SYNC = {"sync.topic.acls.interval.seconds": 1}
 
 Acl = tuple[str, str, str, str, str, str, str]  # resource type, name, pattern, principal, host, operation, permission
 
@@ -135,14 +137,9 @@ def test_topic_acls_follow_mm2s_rules_and_bindings_removed_on_the_source_go(secu
     )
     theirs = binding(remote, "User:erin", READ)
     create_acls(target, [theirs])
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": source, "b": target},
-        {"a->b": {"topics": f"{p}\\..*"}},
-        **{"sync.topic.acls.interval.seconds": 1},
-    )
+    flows = {"a->b": {"topics": f"{p}\\..*"}}
 
-    with SrmRun(config, tmp_path) as run:
+    with srm_run(tmp_path, {"a": source, "b": target}, flows, **ACL_SYNC) as run:
         # WHEN srm run syncs the topic's ACLs
         # THEN the target holds the LITERAL topic bindings of the replicated topic on the remote topic, principal and
         # host kept, ALLOW ALL as ALLOW READ, DENY as is, ALLOW WRITE not; and the target's own binding
@@ -173,15 +170,11 @@ def test_target_without_authorizer_reported_once_and_replication_goes_on(secured
     create_topic(source, topic, 2)
     create_acls(source, [binding(topic, "User:alice", ALL)])
     produce(source, topic, numbered_records(40, 2, topic))
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": source, "b": target},
-        {"a->b": {"topics": f"{p}\\..*"}},
-        **{"sync.topic.acls.interval.seconds": 1, "heartbeats.replication.enabled": False},
-    )
+    flows = {"a->b": {"topics": f"{p}\\..*"}}
+    settings = {**ACL_SYNC, "heartbeats.replication.enabled": False}
 
     # WHEN srm run replicates the topic, ACL sync on, for several ACL sync intervals
-    with SrmRun(config, tmp_path) as run:
+    with srm_run(tmp_path, {"a": source, "b": target}, flows, **settings) as run:
         wait_log(run, "cluster b has no ACL authorizer (SECURITY_DISABLED)", timeout=60)
         wait_replicated(source, topic, target, remote, timeout=60)
         produce(source, topic, numbered_records(40, 2, topic, start=40))

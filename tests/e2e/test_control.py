@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.kafka import (
     assert_identical,
-    create_topic,
+    create_topic_with_records,
     numbered_records,
     produce,
     record_count,
@@ -19,21 +19,15 @@ from tests.support.kafka import (
     wait_for,
     wait_replicated,
 )
-from tests.support.runtime import SrmRun, run_cli, wait_log, write_config
+from tests.support.runtime import replicating, srm_control, srm_run, wait_log
 
 pytestmark = pytest.mark.e2e
 
 QUIET_INTERVALS = 4  # refresh.topics.interval.seconds is 1 here: several topic syncs pass while nothing may arrive
 
 
-def control(cwd: Path, *args: str) -> str:
-    result = run_cli("srm-control", "--local", *args, cwd=cwd)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def flow_status(cwd: Path, flow: str = "a->b") -> dict[str, Any]:
-    statuses = json.loads(control(cwd, "status", "--json", "--timeout", "10"))
+    statuses = json.loads(srm_control(cwd, "status", "--json", "--timeout", "10"))
     return next(s for s in statuses if s["flow"] == flow)
 
 
@@ -49,15 +43,13 @@ def test_topics_added_then_removed_then_re_added_while_running(clusters, tmp_pat
     p = unique("ctl")
     base, extra = f"{p}.base", f"{p}.extra"
     for topic in (base, extra):
-        create_topic(a, topic, 2)
-        produce(a, topic, numbered_records(100, 2, topic))
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": f"{p}\\.base"}})
+        create_topic_with_records(a, topic, 2, 100)
 
-    with SrmRun(config, tmp_path) as run:
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": {"topics": f"{p}\\.base"}}) as run:
         wait_replicated(a, base, b, f"a.{base}", timeout=120)
 
         # WHEN a pattern selecting p.extra is added
-        out = control(tmp_path, "topics", "--source", "a", "--target", "b", "--add", f"{p}\\.extra")
+        out = srm_control(tmp_path, "topics", "--source", "a", "--target", "b", "--add", f"{p}\\.extra")
         assert f"a->b topics: {p}\\.base, {p}\\.extra  (was: {p}\\.base)" in out
 
         # THEN p.extra replicates, identically, and the status shows both topics caught up
@@ -65,7 +57,7 @@ def test_topics_added_then_removed_then_re_added_while_running(clusters, tmp_pat
         wait_for(lambda: caught_up(tmp_path, 2), timeout=120, interval=1.0, message="status: 2 topics, lag 0")
 
         # WHEN the pattern is removed again and more records arrive on both topics
-        control(tmp_path, "topics", "--source", "a", "--target", "b", "--remove", f"{p}\\.extra")
+        srm_control(tmp_path, "topics", "--source", "a", "--target", "b", "--remove", f"{p}\\.extra")
         wait_log(run, f"stopped replicating {extra}", timeout=60)
         produce(a, extra, numbered_records(40, 2, extra, start=100))
         produce(a, base, numbered_records(40, 2, base, start=100))
@@ -78,7 +70,7 @@ def test_topics_added_then_removed_then_re_added_while_running(clusters, tmp_pat
         assert flow_status(tmp_path)["topicCount"] == 1
 
         # WHEN it is added back
-        control(tmp_path, "topics", "--source", "a", "--target", "b", "--add", f"{p}\\.extra")
+        srm_control(tmp_path, "topics", "--source", "a", "--target", "b", "--add", f"{p}\\.extra")
 
         # THEN replication resumes where it stopped: nothing lost, nothing duplicated
         wait_replicated(a, extra, b, f"a.{extra}", timeout=120)
@@ -93,28 +85,25 @@ def test_flow_disabled_stops_replicating_and_enabled_resumes(clusters, tmp_path:
     # GIVEN srm run replicating a topic, caught up
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = unique("flowctl")
-    create_topic(a, topic, 2)
-    produce(a, topic, numbered_records(60, 2, topic))
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic}})
+    create_topic_with_records(a, topic, 2, 60)
 
-    with SrmRun(config, tmp_path) as run:
-        wait_replicated(a, topic, b, f"a.{topic}", timeout=120)
+    with replicating(tmp_path, a, b, topic) as run:
         wait_for(lambda: caught_up(tmp_path, 1), timeout=120, interval=1.0, message="status: lag 0")
 
         # WHEN the flow is disabled and records keep arriving
-        assert control(tmp_path, "flows", "disable", "a->b").startswith("a->b: disabled")
+        assert srm_control(tmp_path, "flows", "disable", "a->b").startswith("a->b: disabled")
         wait_log(run, "a->b: worker stopped", timeout=60)
         produce(a, topic, numbered_records(60, 2, topic, start=60))
 
         # THEN nothing more is replicated, the flow says so, and the status shows the backlog
         time.sleep(QUIET_INTERVALS)
         assert record_count(b, f"a.{topic}") == 60
-        assert "a->b  no" in control(tmp_path, "flows", "list")
+        assert "a->b  no" in srm_control(tmp_path, "flows", "list")
         status = flow_status(tmp_path)
         assert (status["enabled"], status["lag"]) == (False, 60)
 
         # WHEN it is enabled again / THEN replication resumes without loss or duplicates
-        assert control(tmp_path, "flows", "enable", "--source", "a", "--target", "b").startswith("a->b: enabled")
+        assert srm_control(tmp_path, "flows", "enable", "--source", "a", "--target", "b").startswith("a->b: enabled")
         wait_replicated(a, topic, b, f"a.{topic}", timeout=120)
         assert run.alive(), run.output()[-3000:]
 

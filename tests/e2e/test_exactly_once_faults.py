@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka import create_topic, read_topic, topic_partitions, unique, wait_for
-from tests.support.runtime import SrmRun, write_config
-from tests.support.traffic import Arrivals, Traffic, recovery, worker_pid
+from tests.support.kafka import read_topic, unique, wait_for
+from tests.support.traffic import live_flow, worker_pid
 
 pytestmark = pytest.mark.e2e
-
-PARTITIONS = 4
 
 EOS = {"exactly.once.source.support": "enabled", "mirror.delivery.timeout.ms": 5000}
 
@@ -51,67 +48,37 @@ def assert_exactly_once(source: str, topic: str, target: str, remote: str, what:
 def test_exactly_once_survives_worker_kills_and_a_source_bounce_with_no_duplicate(restartable, tmp_path: Path):
     # GIVEN a 4-partition topic replicated a->b exactly-once while records arrive
     a, b = restartable["a"], restartable["b"]
-    topic = unique("eos")
-    remote = f"a.{topic}"
-    create_topic(a.bootstrap, topic, PARTITIONS)
-    config = write_config(
-        tmp_path / "srm.yaml", {"a": a.bootstrap, "b": b.bootstrap}, {"a->b": {"topics": topic, **EOS}}
-    )
-    with SrmRun(config, tmp_path) as run:
-        traffic = Traffic(a.bootstrap, topic)
-        try:
-            wait_for(lambda: topic_partitions(b.bootstrap, remote) == PARTITIONS, 120, message="the remote topic")
-            arrivals = Arrivals(b.bootstrap, remote)
-            try:
-                recovery(traffic, arrivals, time.monotonic())
-                # WHEN the worker is killed twice mid-stream (its open transactions are left behind) …
-                for _ in range(2):
-                    pid = worker_pid(run)
-                    time.sleep(11)  # past the supervisor's crash-loop threshold: restarted at once
-                    os.kill(pid, signal.SIGKILL)
-                    recovery(traffic, arrivals, time.monotonic())
-                # … and the source broker is bounced while records keep arriving
-                a.stop()
-                time.sleep(3)
-                a.start()
-                recovery(traffic, arrivals, time.monotonic())
-            finally:
-                arrivals.stop()
-        finally:
-            traffic.stop()
+    with live_flow(tmp_path, a.bootstrap, b.bootstrap, unique("eos"), **EOS) as live:
+        # WHEN the worker is killed twice mid-stream (its open transactions are left behind) …
+        for _ in range(2):
+            pid = worker_pid(live.run)
+            time.sleep(11)  # past the supervisor's crash-loop threshold: restarted at once
+            os.kill(pid, signal.SIGKILL)
+            live.recovery()
+        # … and the source broker is bounced while records keep arriving
+        a.stop()
+        time.sleep(3)
+        a.start()
+        live.recovery()
+        live.stop_traffic()
         # THEN every record is on the target exactly once, in order
-        assert_exactly_once(a.bootstrap, topic, b.bootstrap, remote, "worker SIGKILL x2 + source bounce")
-        assert run.alive(), run.output()[-3000:]
-        assert "Traceback" not in run.output(), run.output()[-3000:]
+        assert_exactly_once(a.bootstrap, live.topic, b.bootstrap, live.remote, "worker SIGKILL x2 + source bounce")
+        assert live.run.alive(), live.run.output()[-3000:]
+        assert "Traceback" not in live.run.output(), live.run.output()[-3000:]
 
 
 def test_exactly_once_survives_a_target_bounce_with_no_duplicate(restartable, tmp_path: Path):
     # GIVEN a 4-partition topic replicated a->b exactly-once while records arrive
     a, b = restartable["a"], restartable["b"]
-    topic = unique("eos-tb")
-    remote = f"a.{topic}"
-    create_topic(a.bootstrap, topic, PARTITIONS)
-    config = write_config(
-        tmp_path / "srm.yaml", {"a": a.bootstrap, "b": b.bootstrap}, {"a->b": {"topics": topic, **EOS}}
-    )
-    with SrmRun(config, tmp_path) as run:
-        traffic = Traffic(a.bootstrap, topic)
-        try:
-            wait_for(lambda: topic_partitions(b.bootstrap, remote) == PARTITIONS, 120, message="the remote topic")
-            arrivals = Arrivals(b.bootstrap, remote)
-            try:
-                recovery(traffic, arrivals, time.monotonic())
-                # WHEN the target broker is stopped mid-transaction and started again while records keep arriving
-                b.stop()
-                time.sleep(3)
-                b.start()
-                took = recovery(traffic, arrivals, time.monotonic())
-                print(f"\nreplicating again {took:.1f}s after the target came back")
-            finally:
-                arrivals.stop()
-        finally:
-            traffic.stop()
+    with live_flow(tmp_path, a.bootstrap, b.bootstrap, unique("eos-tb"), **EOS) as live:
+        # WHEN the target broker is stopped mid-transaction and started again while records keep arriving
+        b.stop()
+        time.sleep(3)
+        b.start()
+        took = live.recovery()
+        print(f"\nreplicating again {took:.1f}s after the target came back")
+        live.stop_traffic()
         # THEN every record is on the target exactly once, in order
-        assert_exactly_once(a.bootstrap, topic, b.bootstrap, remote, "target bounce")
-        assert run.alive(), run.output()[-3000:]
-        assert "Traceback" not in run.output(), run.output()[-3000:]
+        assert_exactly_once(a.bootstrap, live.topic, b.bootstrap, live.remote, "target bounce")
+        assert live.run.alive(), live.run.output()[-3000:]
+        assert "Traceback" not in live.run.output(), live.run.output()[-3000:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -12,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from srm.mm2.formats import Checkpoint
 from tests.support.kafka import create_topic, read_partition, unique, wait_for, wait_replicated
-from tests.support.runtime import SrmRun, write_config
+from tests.support.runtime import srm_run
 
 pytestmark = pytest.mark.e2e
 
@@ -53,12 +54,22 @@ def produce_transactions(bootstrap: str, topic: str, partition: int, batches: li
             producer.abort_transaction(30)
 
 
-def consume_and_commit(
-    bootstrap: str, group: str, topic: str, how_many: dict[int, int], resume: bool = False
-) -> dict[int, list[bytes]]:
-    """A consumer of ``group`` reads ``how_many[p]`` records of each partition — from the log start, or from the
-    group's committed offsets when ``resume`` — commits its position, and leaves. Returns what it read."""
-    consumer = Consumer(
+def plain_and_transactional(a: str, partitions: int, plain: int, transactions: list[bool]) -> tuple[str, str]:
+    """A topic on a, kept forever (retention.ms=-1), whose partition 0 holds ``plain`` records and partition 1 a
+    transaction of 10 records per entry of ``transactions``, committed where true; and a group of its own."""
+    topic, group = unique("orders"), unique("app")
+    create_topic(a, topic, partitions, {"retention.ms": "-1"})
+    produce_values(a, topic, 0, [f"p0-{i}".encode() for i in range(plain)])
+    produce_transactions(
+        a, topic, 1, [([f"p1-{t}-{i}".encode() for i in range(10)], c) for t, c in enumerate(transactions)]
+    )
+    return topic, group
+
+
+def group_consumer(bootstrap: str, group: str) -> Consumer:
+    """A member of ``group`` reading committed records, from the log start where the group has no offset, committing
+    only when told."""
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": group,
@@ -67,6 +78,14 @@ def consume_and_commit(
             "isolation.level": "read_committed",
         }
     )
+
+
+def consume_and_commit(
+    bootstrap: str, group: str, topic: str, how_many: dict[int, int], resume: bool = False
+) -> dict[int, list[bytes]]:
+    """A consumer of ``group`` reads ``how_many[p]`` records of each partition — from the log start, or from the
+    group's committed offsets when ``resume`` — commits its position, and leaves. Returns what it read."""
+    consumer = group_consumer(bootstrap, group)
     read: dict[int, list[bytes]] = {p: [] for p in how_many}
     try:
         for p, n in how_many.items():
@@ -89,15 +108,7 @@ def consume_and_commit(
 
 def consume_rest(bootstrap: str, group: str, topic: str, partitions: int, expected: dict[int, int]) -> dict[int, list]:
     """A consumer of ``group`` resumes from the group's committed offsets and reads to the end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
+    consumer = group_consumer(bootstrap, group)
     got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     try:
         committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
@@ -144,6 +155,17 @@ def assert_exactly_the_rest(
         assert before + after == everything, f"partition {p}: order differs"
 
 
+def sync_group_to_target(
+    workdir: Path, a: str, b: str, topic: str, group: str, partitions: int, mode: dict[str, str], **settings: Any
+) -> None:
+    """srm run in ``mode`` replicates ``topic`` a->b and checkpoints ``group`` until b holds the group's offsets on
+    every partition of the remote topic (the group may fail over), then stops."""
+    flows = {"a->b": {"topics": topic, "groups": group, **mode}}
+    with srm_run(workdir, {"a": a, "b": b}, flows, **FAST, **settings):
+        wait_replicated(a, topic, b, f"a.{topic}")
+        wait_group_synced(b, group, f"a.{topic}", partitions)
+
+
 # -- tests -------------------------------------------------------------------------------------------------------
 @MODES
 @pytest.mark.compat  # also run on the compatibility tier's Kafka
@@ -152,12 +174,9 @@ def test_failover_group_resumes_on_target_exactly_across_truncation_transactions
 ):
     # GIVEN three partitions: p0 truncated by DeleteRecords, p1 holding committed and aborted transactions, p2 plain
     a, b = module_clusters["a"].bootstrap, module_clusters["b"].bootstrap
-    topic, group = unique("orders"), unique("app")
-    create_topic(a, topic, 3, {"retention.ms": "-1"})
-    produce_values(a, topic, 0, [f"p0-{i}".encode() for i in range(100)])
+    topic, group = plain_and_transactional(a, 3, plain=100, transactions=[t != 3 for t in range(8)])
     admin = AdminClient({"bootstrap.servers": a})
     admin.delete_records([TopicPartition(topic, 0, 30)])[TopicPartition(topic, 0, 30)].result(30)
-    produce_transactions(a, topic, 1, [([f"p1-{t}-{i}".encode() for i in range(10)], t != 3) for t in range(8)])
     produce_values(a, topic, 2, [f"p2-{i}".encode() for i in range(100)])
     source = {p: values_of(read_partition(a, topic, p)) for p in range(3)}
     assert len(source[0]) == 70 and len(source[1]) == 70 and len(source[2]) == 100
@@ -165,12 +184,7 @@ def test_failover_group_resumes_on_target_exactly_across_truncation_transactions
     read_before = consume_and_commit(a, group, topic, {0: 25, 1: 30, 2: 41})
 
     # WHEN the flow replicates and checkpoints, and the group then consumes on the target
-    config = write_config(
-        tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group, **mode}}, **FAST
-    )
-    with SrmRun(config, tmp_path):
-        wait_replicated(a, topic, b, f"a.{topic}")
-        wait_group_synced(b, group, f"a.{topic}", 3)
+    sync_group_to_target(tmp_path, a, b, topic, group, 3, mode)
     read_after = consume_rest(b, group, f"a.{topic}", 3, {p: len(source[p]) - len(read_before[p]) for p in range(3)})
 
     # THEN it reads exactly the records it had not read, on every partition
@@ -190,16 +204,7 @@ def test_failover_lagging_group_near_the_start_translates_exactly(
     read_before = consume_and_commit(a, group, topic, {0: 1})
 
     # WHEN replicated with small batches (many runs, since markers break contiguity) and checkpointed
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": a, "b": b},
-        {"a->b": {"topics": topic, "groups": group, **mode}},
-        **FAST,
-        **{"event.source.batch.size": 20},
-    )
-    with SrmRun(config, tmp_path):
-        wait_replicated(a, topic, b, f"a.{topic}")
-        wait_group_synced(b, group, f"a.{topic}", 1)
+    sync_group_to_target(tmp_path, a, b, topic, group, 1, mode, **{"event.source.batch.size": 20})
     read_after = consume_rest(b, group, f"a.{topic}", 1, {0: len(source[0]) - 1})
 
     # THEN it resumes right after the one record it read
@@ -239,14 +244,9 @@ def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not
     holder = Consumer({"bootstrap.servers": b, "group.id": ahead, "enable.auto.commit": False})
     holder.commit(offsets=[TopicPartition(remote, 0, 90)], asynchronous=False)
     holder.close()
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": a, "b": b},
-        {"a->b": {"topics": topic, "groups": f"{active}|{ahead}|{idle}"}},
-        **FAST,
-    )
+    flows = {"a->b": {"topics": topic, "groups": f"{active}|{ahead}|{idle}"}}
     try:
-        with SrmRun(config, tmp_path):
+        with srm_run(tmp_path, {"a": a, "b": b}, flows, **FAST):
             # WHEN replication and several sync intervals pass (the idle group gets synced: proof the sync ran)
             wait_replicated(a, topic, b, remote)
             wait_group_synced(b, idle, remote, 1)
@@ -266,18 +266,10 @@ def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(
     module_clusters, tmp_path: Path, mode: dict[str, str]
 ):
     a, b = module_clusters["a"].bootstrap, module_clusters["b"].bootstrap
-    topic, group = unique("orders"), unique("app")
-    create_topic(a, topic, 2, {"retention.ms": "-1"})
-    produce_values(a, topic, 0, [f"p0-{i}".encode() for i in range(60)])
-    produce_transactions(a, topic, 1, [([f"p1-{t}-{i}".encode() for i in range(10)], True) for t in range(6)])
+    topic, group = plain_and_transactional(a, 2, plain=60, transactions=[True] * 6)
     read_on_a = consume_and_commit(a, group, topic, {0: 20, 1: 15})
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": a, "b": b},
-        {"a->b": {"topics": ".*", "groups": group, **mode}, "b->a": {"topics": ".*", "groups": group, **mode}},
-        **FAST,
-    )
-    with SrmRun(config, tmp_path):
+    both_ways = {"a->b": {"topics": ".*", "groups": group, **mode}, "b->a": {"topics": ".*", "groups": group, **mode}}
+    with srm_run(tmp_path, {"a": a, "b": b}, both_ways, **FAST):
         wait_replicated(a, topic, b, f"a.{topic}")
         # failover: the group moves to b and consumes some more there
         wait_group_synced(b, group, f"a.{topic}", 2)
@@ -314,8 +306,7 @@ def test_checkpoint_records_equal_golden_bytes_of_mm2_schema(module_clusters, tm
     create_topic(a, topic, 1)
     produce_values(a, topic, 0, [f"v{i}".encode() for i in range(50)])
     consume_and_commit(a, group, topic, {0: 17})
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST)
-    with SrmRun(config, tmp_path):
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST):
         wait_replicated(a, topic, b, f"a.{topic}")
         records = wait_for(
             lambda: [

@@ -11,7 +11,7 @@ from srm.mm2 import client as remote_cluster
 from tests.e2e.test_failover import FAST, committed_on, consume_and_commit, produce_values, wait_group_synced
 from tests.support.clusters import running_clusters
 from tests.support.kafka import create_topic, unique, wait_for, wait_replicated
-from tests.support.runtime import SrmRun, run_cli, write_config
+from tests.support.runtime import group_offsets, srm_run
 
 pytestmark = pytest.mark.e2e
 
@@ -36,8 +36,7 @@ def _failed_over(clusters, tmp_path: Path):
     consume_and_commit(a, group, topic, {0: 12, 1: 30})
     lonely = unique("lonely")
     consume_and_commit(a, lonely, other, {0: 3})  # a group only on a topic the flow does not replicate
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic}}, **FAST)
-    with SrmRun(config, tmp_path) as run:
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": {"topics": topic}}, **FAST) as run:
         wait_replicated(a, topic, b, f"a.{topic}")
         wait_group_synced(b, group, f"a.{topic}", 2)
         yield {"a": a, "b": b, "topic": topic, "group": group, "lonely": lonely, "cwd": tmp_path, "run": run}
@@ -46,22 +45,8 @@ def _failed_over(clusters, tmp_path: Path):
 def test_offsets_command_prints_and_exports_what_the_group_resumes_from(failed_over):
     f = failed_over
     # WHEN an operator asks where the group resumes on b
-    shown = run_cli(
-        "srm-control", "--local", "offsets", "--source", "a", "--target", "b", "--group", f["group"], cwd=f["cwd"]
-    )
-    exported = run_cli(
-        "srm-control",
-        "--local",
-        "offsets",
-        "--source",
-        "a",
-        "--target",
-        "b",
-        "--group",
-        f["group"],
-        "--export",
-        cwd=f["cwd"],
-    )
+    shown = group_offsets(f["cwd"], f["group"])
+    exported = group_offsets(f["cwd"], f["group"], "--export")
 
     # THEN both name the remote partitions and the exact offsets (here: no gaps, so equal to the source's)
     assert shown.returncode == 0, shown.stderr
@@ -77,21 +62,7 @@ def test_offsets_command_prints_and_exports_what_the_group_resumes_from(failed_o
 def test_offsets_command_writes_csv_file_for_kafka_consumer_groups(failed_over):
     f = failed_over
     out = f["cwd"] / "offsets.csv"
-    result = run_cli(
-        "srm-control",
-        "--local",
-        "offsets",
-        "--source",
-        "a",
-        "--target",
-        "b",
-        "--group",
-        f["group"],
-        "--export",
-        "--output",
-        str(out),
-        cwd=f["cwd"],
-    )
+    result = group_offsets(f["cwd"], f["group"], "--export", "--output", str(out))
     assert result.returncode == 0, result.stderr
     assert "--reset-offsets --from-file" in result.stdout
     assert out.read_text() == f"a.{f['topic']},0,12\na.{f['topic']},1,30\n"
@@ -100,18 +71,15 @@ def test_offsets_command_writes_csv_file_for_kafka_consumer_groups(failed_over):
 def test_offsets_command_unknown_group_alias_or_unreplicated_topics_answer_clearly(failed_over):
     f = failed_over
 
-    def offsets(*args: str):
-        return run_cli("srm-control", "--local", "offsets", *args, cwd=f["cwd"])
-
-    unknown_group = offsets("--source", "a", "--target", "b", "--group", "nobody-ever")
+    unknown_group = group_offsets(f["cwd"], "nobody-ever")
     assert unknown_group.returncode == 1
     assert unknown_group.stderr.strip() == "srm-control: group nobody-ever has no committed offsets on a"
 
-    unknown_alias = offsets("--source", "a", "--target", "z", "--group", f["group"])
+    unknown_alias = group_offsets(f["cwd"], f["group"], target="z")
     assert unknown_alias.returncode == 2
     assert "unknown cluster alias 'z'" in unknown_alias.stderr and len(unknown_alias.stderr.splitlines()) == 1
 
-    lonely = offsets("--source", "a", "--target", "b", "--group", f["lonely"])
+    lonely = group_offsets(f["cwd"], f["lonely"])
     assert lonely.returncode == 1
     assert "only on topics a->b does not replicate" in lonely.stderr
     for result in (unknown_group, unknown_alias, lonely):

@@ -3,37 +3,17 @@
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from srm.local.store import free_port
-from tests.support.kafka import (
-    assert_no_loss,
-    create_topic,
-    numbered_records,
-    produce,
-    read_topic,
-    record_count,
-    topic_partitions,
-    unique,
-    wait_for,
-)
-from tests.support.runtime import SrmRun, child_pids, pid_alive, wait_log, write_config
+from tests.support.kafka import assert_no_loss, create_topic, create_topic_with_records, read_topic, unique, wait_for
+from tests.support.runtime import child_pids, pid_alive, srm_run, wait_log
+from tests.support.traffic import Batches, produce_replicated, wait_no_loss
 
 pytestmark = pytest.mark.e2e
-
-
-def _no_loss_yet(source: str, topic: str, target: str, remote: str) -> int | None:
-    """Duplicates per assert_no_loss once every partition of the remote topic holds every source record."""
-    src = read_topic(source, topic)
-    dst = read_topic(target, remote) if topic_partitions(target, remote) else {}
-    try:
-        return sum(assert_no_loss(src[p], dst.get(p, [])) for p in src) + 1  # +1: zero duplicates is truthy
-    except AssertionError:
-        return None
 
 
 def test_target_broker_restart_mid_stream_loses_nothing_and_run_retries(restartable, tmp_path: Path):
@@ -41,30 +21,11 @@ def test_target_broker_restart_mid_stream_loses_nothing_and_run_retries(restarta
     a, b = restartable["a"].bootstrap, restartable["b"].bootstrap
     topic = "stream"
     create_topic(a, topic, 2)
-    config = write_config(
-        tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "mirror.delivery.timeout.ms": 2000}}
-    )
-    produced = 0
-    stop_traffic = threading.Event()
+    flow = {"topics": topic, "mirror.delivery.timeout.ms": 2000}
 
-    def traffic() -> None:
-        nonlocal produced
-        while not stop_traffic.is_set():
-            produce(a, topic, numbered_records(6, 2, topic, start=produced))
-            produced += 6
-            time.sleep(0.1)
-
-    with SrmRun(config, tmp_path) as run:
-        produce(a, topic, numbered_records(100, 2, topic))
-        produced = 100
-        wait_for(
-            lambda: topic_partitions(b, f"a.{topic}") and record_count(b, f"a.{topic}") >= 100,
-            timeout=120,
-            message="the first records replicated",
-        )
-        writer = threading.Thread(target=traffic)
-        writer.start()
-        try:
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": flow}) as run:
+        produce_replicated(a, b, topic, 100)
+        with Batches(a, topic, size=6, start=100) as batches:
             # WHEN the target broker stops while records keep arriving, long enough for batches to fail
             time.sleep(1)
             restartable["b"].stop()
@@ -73,25 +34,15 @@ def test_target_broker_restart_mid_stream_loses_nothing_and_run_retries(restarta
             # … and comes back on the same data dir while the stream goes on
             restartable["b"].start()
             time.sleep(2)
-        finally:
-            stop_traffic.set()
-            writer.join()
-        duplicates = (
-            wait_for(
-                lambda: _no_loss_yet(a, topic, b, f"a.{topic}"),
-                timeout=180,
-                message="every source record on the target",
-            )
-            - 1
-        )
+        duplicates = wait_no_loss(a, topic, b, f"a.{topic}")
         assert run.alive(), run.output()[-3000:]
         output = run.output()
 
     # THEN every partition holds every source record in order; the only extra records are re-sent runs
     src, dst = read_topic(a, topic), read_topic(b, f"a.{topic}")
-    assert sum(len(r) for r in src.values()) == produced > 100
+    assert sum(len(r) for r in src.values()) == batches.produced > 100
     assert sum(assert_no_loss(src[p], dst[p]) for p in src) == duplicates
-    assert sum(len(r) for r in dst.values()) == produced + duplicates
+    assert sum(len(r) for r in dst.values()) == batches.produced + duplicates
     # … and srm run said why it was retrying, and kept running
     assert "batch failed, retrying" in output
     assert "Traceback" not in output, output[-3000:]
@@ -102,10 +53,8 @@ def test_run_stop_signal_exits_zero_and_stops_workers(clusters, tmp_path: Path, 
     # GIVEN srm run replicating a flow, with its worker process running
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = unique("sig")
-    create_topic(a, topic, 1)
-    produce(a, topic, numbered_records(20, 1, topic))
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic}})
-    run = SrmRun(config, tmp_path)
+    create_topic_with_records(a, topic, 1, 20)
+    run = srm_run(tmp_path, {"a": a, "b": b}, {"a->b": {"topics": topic}})
     try:
         wait_log(run, f"replicating {topic} (a->b)", timeout=60)
         workers = child_pids(run.process.pid)
@@ -132,10 +81,9 @@ def test_run_with_unreachable_target_warns_once_naming_cluster_and_keeps_running
     dead = f"127.0.0.1:{free_port()}"
     topic = unique("dead")
     create_topic(a, topic, 1)
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": dead}, {"a->b": {"topics": topic}})
 
     # WHEN srm run starts
-    with SrmRun(config, tmp_path) as run:
+    with srm_run(tmp_path, {"a": a, "b": dead}, {"a->b": {"topics": topic}}) as run:
         wait_log(run, "a->b: worker started", timeout=60)
         time.sleep(3)  # a few topic refreshes against the dead target
 

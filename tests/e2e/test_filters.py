@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka import (
-    assert_identical,
-    create_topic,
-    list_topic_names,
-    numbered_records,
-    produce,
-    unique,
-    wait_replicated,
-)
-from tests.support.runtime import SrmRun, write_config
+from tests.support.kafka import assert_identical, create_topic_with_records, list_topic_names, unique, wait_replicated
+from tests.support.runtime import srm_run
 
 pytestmark = pytest.mark.e2e
 
@@ -30,13 +22,11 @@ def test_allow_and_deny_lists_replicate_only_allowed_and_not_denied_topics(clust
     allowed = [f"{p}.keep", f"{p}.also"]
     denied = [f"{p}.keep-secret", f"{p}.other"]
     for topic in allowed + denied:
-        create_topic(a, topic, 1)
-        produce(a, topic, numbered_records(30, 1, topic))
+        create_topic_with_records(a, topic, 1, 30)
     flow = {"topics": [f"{p}\\.keep.*", f"{p}\\.also"], "topics.exclude": [f"{p}\\..*-secret"]}
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": flow})
 
     # WHEN srm run has replicated the allowed ones and run a few more refresh intervals
-    with SrmRun(config, tmp_path) as run:
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": flow}) as run:
         for topic in allowed:
             wait_replicated(a, topic, b, f"a.{topic}", timeout=120)
         time.sleep(3)
@@ -59,13 +49,11 @@ def test_internal_topics_with_match_all_filter_never_replicated(
     # GIVEN internal topics, baz.replica (excluded by MM2's default topics.exclude only) and a plain topic on a
     a, b = fresh_clusters["a"].bootstrap, fresh_clusters["b"].bootstrap
     for topic in (*INTERNAL, "baz.replica", "visible"):
-        create_topic(a, topic, 1)
-        produce(a, topic, numbered_records(10, 1, topic))
+        create_topic_with_records(a, topic, 1, 10)
     flow = {"topics": ".*"} if exclude is None else {"topics": ".*", "topics.exclude": exclude}
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": flow})
 
     # WHEN a flow selecting every topic runs for several refresh intervals
-    with SrmRun(config, tmp_path) as run:
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": flow}) as run:
         wait_replicated(a, "visible", b, "a.visible", timeout=120)
         if not also_excluded:
             wait_replicated(a, "baz.replica", b, "a.baz.replica", timeout=60)

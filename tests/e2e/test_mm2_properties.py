@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kafka import (
-    assert_identical,
-    create_topic,
-    list_topic_names,
-    numbered_records,
-    produce,
-    unique,
-    wait_replicated,
-)
+from tests.support.kafka import assert_identical, create_topic_with_records, list_topic_names, unique, wait_replicated
+from tests.support.mm2 import ONE_REPLICA
 from tests.support.runtime import SrmRun, write_properties
 
 pytestmark = pytest.mark.e2e
@@ -26,8 +19,7 @@ def test_mm2_properties_file_replicates_identically(clusters, tmp_path: Path):
     p = unique("props")
     topics = {f"{p}.one": 1, f"{p}.two": 2}
     for topic, partitions in topics.items():
-        create_topic(a, topic, partitions)
-        produce(a, topic, numbered_records(120, partitions, topic))
+        create_topic_with_records(a, topic, partitions, 120)
     config = write_properties(
         tmp_path / "mm2.properties",
         {
@@ -37,13 +29,7 @@ def test_mm2_properties_file_replicates_identically(clusters, tmp_path: Path):
             "a->b.enabled": "true",
             "a->b.topics": f"{p}\\\\..*",  # a properties file unescapes once: the regex is <p>\..*
             "b->a.enabled": "false",
-            "replication.factor": "1",
-            "checkpoints.topic.replication.factor": "1",
-            "heartbeats.topic.replication.factor": "1",
-            "offset-syncs.topic.replication.factor": "1",
-            "offset.storage.replication.factor": "1",
-            "status.storage.replication.factor": "1",
-            "config.storage.replication.factor": "1",
+            **ONE_REPLICA,
             "tasks.max": "1",
             "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
             "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",

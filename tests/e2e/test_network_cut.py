@@ -13,18 +13,10 @@ import pytest
 from srm.local.clusters import Listener, LocalCluster
 from srm.local.store import free_port
 from tests.e2e.test_broker_failures import all_resumed, started
-from tests.e2e.test_worker_crashes import (
-    PARTITIONS,
-    RECOVERY_BOUND_S,
-    Arrivals,
-    Traffic,
-    no_loss_yet,
-    status_text,
-    worker_pid,
-)
 from tests.support.kafka import create_topic, read_topic, topic_partitions, unique, wait_for
 from tests.support.proxy import FaultProxy
-from tests.support.runtime import SrmRun, wait_log, write_config
+from tests.support.runtime import srm_run, status_text, wait_log
+from tests.support.traffic import PARTITIONS, RECOVERY_BOUND_S, Arrivals, Traffic, wait_no_loss, worker_pid
 
 pytestmark = pytest.mark.e2e
 
@@ -48,12 +40,9 @@ def test_target_cut_off_for_30s_stalls_without_a_crash_loop_and_resumes_losing_n
             topic = unique("cut")
             remote = f"a.{topic}"
             create_topic(source, topic, PARTITIONS)
-            config = write_config(
-                tmp_path / "srm.yaml",
-                {"a": source, "b": target.listener_bootstrap("PROXIED")},
-                {"a->b": {"topics": topic, "mirror.delivery.timeout.ms": TIMEOUT_MS}},
-            )
-            with SrmRun(config, tmp_path) as run:
+            proxied = {"a": source, "b": target.listener_bootstrap("PROXIED")}
+            flow = {"topics": topic, "mirror.delivery.timeout.ms": TIMEOUT_MS}
+            with srm_run(tmp_path, proxied, {"a->b": flow}) as run:
                 wait_for(lambda: topic_partitions(direct, remote) == PARTITIONS, 120, message="the remote topic")
                 traffic = Traffic(source, topic)
                 try:
@@ -87,10 +76,7 @@ def test_target_cut_off_for_30s_stalls_without_a_crash_loop_and_resumes_losing_n
                         arrivals.stop()
                 finally:
                     traffic.stop()
-                duplicates = wait_for(
-                    lambda: no_loss_yet(source, topic, direct, remote), 180, message="every source record"
-                )
-                duplicates -= 1
+                duplicates = wait_no_loss(source, topic, direct, remote)
                 output = run.output()
                 assert run.alive(), output[-3000:]
                 assert worker_pid(run) == worker, "the worker was restarted"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
@@ -16,7 +17,7 @@ from srm.mm2.client import CheckpointedOffset, MirrorClient
 from srm.mm2.formats import OffsetSync
 from tests.e2e.test_failover import FAST, consume_and_commit, produce_values
 from tests.support.kafka import create_topic, list_topic_names, read_partition, unique, wait_for
-from tests.support.runtime import SrmRun, run_cli, write_config
+from tests.support.runtime import SrmRun, group_offsets, write_config
 from tests.support.state import state_store
 
 pytestmark = pytest.mark.e2e
@@ -62,6 +63,20 @@ def checkpoints_at(target: str, group: str, upstream: int) -> dict[int, Checkpoi
     return None
 
 
+def first_phase(a: str, name: str) -> tuple[str, str]:
+    """A topic named after ``name``, kept forever, holding the first phase of records; and a group of its own."""
+    topic, group = unique(name), unique("app")
+    create_topic(a, topic, PARTITIONS, {"retention.ms": "-1"})
+    produce_phase(a, topic, 0)
+    return topic, group
+
+
+def write_flow(workdir: Path, a: str, b: str, topic: str, group: str, **settings: Any) -> Path:
+    """A config replicating ``topic`` a->b and checkpointing ``group``, every periodic function at its quickest."""
+    flows = {"a->b": {"topics": topic, "groups": group}}
+    return write_config(workdir / "srm.yaml", {"a": a, "b": b}, flows, **FAST, **settings)
+
+
 def restart(run: SrmRun, how: str, config: Path, workdir: Path) -> SrmRun:
     if how == "SIGTERM":
         run.process.send_signal(signal.SIGTERM)
@@ -78,11 +93,9 @@ def test_restart_between_phases_keeps_translation_exact_for_a_group_rewound_belo
 ):
     # GIVEN a flow that replicated a first phase of records, and then srm run restarted
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    topic, group = unique("restart"), unique("app")
+    topic, group = first_phase(a, "restart")
     remote = f"a.{topic}"
-    create_topic(a, topic, PARTITIONS, {"retention.ms": "-1"})
-    produce_phase(a, topic, 0)
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST)
+    config = write_flow(tmp_path, a, b, topic, group)
     run = SrmRun(config, tmp_path, own_group=True)
     try:
         wait_copied(a, topic, b, remote)
@@ -114,16 +127,12 @@ def test_state_removed_rewound_group_gets_no_checkpoint_and_offsets_command_says
     # GIVEN a first phase replicated, srm run stopped, its state gone (restarted as a cluster of nodes of another name:
     # a state of its own, empty), a second phase
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    topic, group = unique("lost"), unique("app")
+    topic, group = first_phase(a, "lost")
     remote = f"a.{topic}"
-    create_topic(a, topic, PARTITIONS, {"retention.ms": "-1"})
-    produce_phase(a, topic, 0)
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST)
-    with SrmRun(config, tmp_path) as run:
+    with SrmRun(write_flow(tmp_path, a, b, topic, group), tmp_path) as run:
         wait_copied(a, topic, b, remote)
     assert run.process.returncode == 0
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST)
-    with SrmRun(config, tmp_path):
+    with SrmRun(write_flow(tmp_path, a, b, topic, group), tmp_path):  # a new config: nodes of another name
         produce_phase(a, topic, 1)
         wait_copied(a, topic, b, remote)
         # the state knows where its runs begin: where the mirror resumed
@@ -140,9 +149,7 @@ def test_state_removed_rewound_group_gets_no_checkpoint_and_offsets_command_says
 
         # THEN srm-control offsets says, per partition, why the group's offset has no checkpoint
         def why() -> str | None:
-            shown = run_cli(
-                "srm-control", "--local", "offsets", "--source", "a", "--target", "b", "--group", group, cwd=tmp_path
-            )
+            shown = group_offsets(tmp_path, group)
             assert shown.returncode == 0, shown.stderr
             return shown.stderr if shown.stderr.count("committed offset 100 on a has no checkpoint") == 3 else None
 
@@ -162,9 +169,7 @@ def test_offset_syncs_on_target_use_mm2_name_and_checkpoints_still_flow(clusters
         produce_values(a, topic, p, [value(topic, p, i) for i in range(40)])
     consume_and_commit(a, group, topic, dict.fromkeys(range(PARTITIONS), 17))
     on_target = {"offset-syncs.topic.location": "target", "offset-syncs.topic.replication.factor": 1}
-    config = write_config(
-        tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, "groups": group}}, **FAST, **on_target
-    )
+    config = write_flow(tmp_path, a, b, topic, group, **on_target)
 
     # WHEN the flow replicates and checkpoints
     with SrmRun(config, tmp_path, ("--store", "memory")):

@@ -11,7 +11,7 @@ from srm.core.plans import mapping_group_id
 from tests.support.kafka import (
     assert_identical,
     create_partitions,
-    create_topic,
+    create_topic_with_records,
     numbered_records,
     produce,
     read_topic,
@@ -20,7 +20,7 @@ from tests.support.kafka import (
     wait_for,
     wait_replicated,
 )
-from tests.support.runtime import SrmRun, wait_log, write_config
+from tests.support.runtime import replicating, srm_run, wait_log
 
 pytestmark = pytest.mark.e2e
 
@@ -44,13 +44,9 @@ def test_source_partitions_added_while_running_grow_remote_and_replicate_same_pa
     # GIVEN a replicated topic with 2 partitions
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = unique("grow")
-    create_topic(a, topic, 2)
-    produce(a, topic, numbered_records(60, 2, topic))
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic}})
+    create_topic_with_records(a, topic, 2, 60)
 
-    with SrmRun(config, tmp_path) as run:
-        wait_replicated(a, topic, b, f"a.{topic}", timeout=120)
-
+    with replicating(tmp_path, a, b, topic) as run:
         # WHEN the source grows to 4 partitions and records go to every partition, the new ones included
         create_partitions(a, topic, 4)
         wait_for(lambda: topic_partitions(b, f"a.{topic}") == 4, timeout=60, message=f"a.{topic} grown to 4")
@@ -70,14 +66,12 @@ def test_topic_created_while_running_matching_filter_is_replicated_identically(c
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     p = unique("late")
     topic = f"{p}.new"
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": f"{p}\\..*"}})
 
-    with SrmRun(config, tmp_path) as run:
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": {"topics": f"{p}\\..*"}}) as run:
         wait_log(run, "a->b: worker started", timeout=60)
 
         # WHEN a matching topic appears on the source and records arrive
-        create_topic(a, topic, 2)
-        produce(a, topic, numbered_records(150, 2, topic))
+        create_topic_with_records(a, topic, 2, 150)
 
         # THEN it is picked up by the next topic refresh and replicated identically
         try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kafka import create_partitions, create_topic, topic_partitions, unique, wait_for
-from tests.support.runtime import SrmRun, wait_log, write_config
+from tests.support.runtime import srm_run, wait_log
 from tests.support.state import state_store
 from tests.support.topics import alter_topic, topic_overrides
 
@@ -20,13 +20,8 @@ def test_topic_created_while_running_gets_partitions_and_configs_and_follows_cha
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     p = unique("cfg")
     topic, remote = f"{p}.orders", f"a.{p}.orders"
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": a, "b": b},
-        {"a->b": {"topics": f"{p}\\..*"}},
-        **{"sync.topic.configs.interval.seconds": 1},
-    )
-    with SrmRun(config, tmp_path) as run:
+    configs_synced = {"sync.topic.configs.interval.seconds": 1}
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": {"topics": f"{p}\\..*"}}, **configs_synced) as run:
         wait_log(run, "a->b: worker started", timeout=60)
 
         # WHEN a matching topic with explicit configs appears, one of them excluded by config.properties.exclude

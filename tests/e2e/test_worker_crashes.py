@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
 
-from tests.support.kafka import (
-    create_topic,
-    numbered_records,
-    produce,
-    read_topic,
-    topic_partitions,
-    unique,
-    wait_for,
-)
-from tests.support.runtime import SrmRun, run_cli, wait_log, write_config
-from tests.support.traffic import RECOVERY_BOUND_S, Arrivals, Traffic, no_loss_yet, recovery, worker_pid
+from tests.support.groups import Squatter
+from tests.support.kafka import create_topic_with_records, numbered_records, produce, read_topic, unique, wait_for
+from tests.support.runtime import srm_run, status_text, wait_log
+from tests.support.traffic import RECOVERY_BOUND_S, live_flow, wait_no_loss, worker_pid
 
 pytestmark = pytest.mark.e2e
 
-PARTITIONS = 4
 RATE = 400  # records per second, spread over the partitions
 
 
@@ -36,53 +26,26 @@ def test_killed_worker_and_bounced_brokers_resume_within_bound_and_lose_nothing(
     # GIVEN a 4-partition topic replicated a->b while records arrive at RATE per second
     a, b = restartable["a"], restartable["b"]
     topic = "live"
-    remote = f"a.{topic}"
-    create_topic(a.bootstrap, topic, PARTITIONS)
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": a.bootstrap, "b": b.bootstrap},
-        {"a->b": {"topics": topic, "mirror.delivery.timeout.ms": 5000}},
-    )
     recoveries: list[tuple[str, float]] = []
-    with SrmRun(config, tmp_path) as run:
-        traffic = Traffic(a.bootstrap, topic)
-        try:
-            wait_for(
-                lambda: topic_partitions(b.bootstrap, remote) == PARTITIONS, timeout=120, message="the remote topic"
-            )
-            arrivals = Arrivals(b.bootstrap, remote)
-            try:
-                recovery(traffic, arrivals, time.monotonic())  # replicating
+    with live_flow(tmp_path, a.bootstrap, b.bootstrap, topic, **{"mirror.delivery.timeout.ms": 5000}) as live:
+        # WHEN the worker is killed three times, each time once its replacement has run for a while
+        for kill in range(1, 4):
+            pid = worker_pid(live.run)
+            time.sleep(11)  # older than the supervisor's crash-loop threshold: restarted at once
+            os.kill(pid, signal.SIGKILL)
+            recoveries.append((f"worker SIGKILL #{kill}", live.recovery()))
 
-                # WHEN the worker is killed three times, each time once its replacement has run for a while
-                for kill in range(1, 4):
-                    pid = worker_pid(run)
-                    time.sleep(11)  # older than the supervisor's crash-loop threshold: restarted at once
-                    os.kill(pid, signal.SIGKILL)
-                    recoveries.append((f"worker SIGKILL #{kill}", recovery(traffic, arrivals, time.monotonic())))
-
-                # … then the target broker, then the source broker, is stopped and started again, records
-                # arriving meanwhile
-                for name, cluster in (("target", b), ("source", a)):
-                    time.sleep(3)
-                    cluster.stop()
-                    time.sleep(3)
-                    cluster.start()
-                    recoveries.append((f"{name} broker bounce", recovery(traffic, arrivals, time.monotonic())))
-            finally:
-                arrivals.stop()
-        finally:
-            traffic.stop()
-        duplicates = (
-            wait_for(
-                lambda: no_loss_yet(a.bootstrap, topic, b.bootstrap, remote),
-                timeout=180,
-                message="every source record on the target",
-            )
-            - 1
-        )
-        assert run.alive(), run.output()[-3000:]
-        output = run.output()
+        # … then the target broker, then the source broker, is stopped and started again, records arriving meanwhile
+        for name, cluster in (("target", b), ("source", a)):
+            time.sleep(3)
+            cluster.stop()
+            time.sleep(3)
+            cluster.start()
+            recoveries.append((f"{name} broker bounce", live.recovery()))
+        live.stop_traffic()
+        duplicates = wait_no_loss(a.bootstrap, topic, b.bootstrap, live.remote)
+        assert live.run.alive(), live.run.output()[-3000:]
+        output = live.run.output()
 
     # THEN replication resumed within the bound after every fault
     report = ", ".join(f"{what}: {seconds:.1f}s" for what, seconds in recoveries)
@@ -96,43 +59,6 @@ def test_killed_worker_and_bounced_brokers_resume_within_bound_and_lose_nothing(
     assert "Traceback" not in output, output[-3000:]
 
 
-class Squatter:
-    """A consumer of the mapping's group that is no node of srm's, polling and never committing: it holds what it is
-    assigned until it leaves (with the group's assignor, or the group would refuse it)."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "log_level": 0,
-                "partition.assignment.strategy": "cooperative-sticky",
-            }
-        )
-        self.consumer.subscribe([topic])
-        self.partitions: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            self.consumer.poll(0.1)
-            self.partitions = [tp.partition for tp in self.consumer.assignment()]
-
-    def leave(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.consumer.close()
-
-
-def status_text(cwd: Path) -> str:
-    result = run_cli("srm-control", "--local", "status", "--timeout", "10", cwd=cwd)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def test_mapping_whose_group_is_held_by_another_member_is_reported_stalled_and_recovers(
     clusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -140,16 +66,14 @@ def test_mapping_whose_group_is_held_by_another_member_is_reported_stalled_and_r
     monkeypatch.setenv("SRM_STALL_SECONDS", "3")
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = unique("held")
-    create_topic(a, topic, 2)
-    produce(a, topic, numbered_records(100, 2, topic))
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic}})
-    with SrmRun(config, tmp_path) as run:
-        wait_for(lambda: no_loss_yet(a, topic, b, f"a.{topic}"), timeout=120, message="the first records replicated")
+    create_topic_with_records(a, topic, 2, 100)
+    with srm_run(tmp_path, {"a": a, "b": b}, {"a->b": {"topics": topic}}) as run:
+        wait_no_loss(a, topic, b, f"a.{topic}", timeout=120, message="the first records replicated")
 
         # WHEN a member that never leaves joins the mapping's consumer group and takes a partition from it
-        squatter = Squatter(a, f"srm-mirror.a-b.{topic}", topic)
+        squatter = Squatter(a, f"srm-mirror.a-b.{topic}", topic, assignor="cooperative-sticky")  # the mapping's
         try:
-            held = wait_for(lambda: squatter.partitions, timeout=30, message="the other member holding a partition")
+            held = wait_for(squatter.assigned, timeout=30, message="the other member holding a partition")
             produce(a, topic, numbered_records(100, 2, topic, start=100))
 
             # THEN srm run reports the stall, naming the partition and who holds it
@@ -170,7 +94,7 @@ def test_mapping_whose_group_is_held_by_another_member_is_reported_stalled_and_r
 
         # WHEN that member leaves, the mapping gets its partition back: the stall ends, and every record is replicated
         wait_log(run, f"a->b: topic {topic} recovered after", timeout=60)
-        wait_for(lambda: no_loss_yet(a, topic, b, f"a.{topic}"), timeout=60, message="every record replicated")
+        wait_no_loss(a, topic, b, f"a.{topic}", timeout=60, message="every record replicated")
         wait_for(
             lambda: "stalled since" not in status_text(tmp_path), timeout=30, interval=1.0, message="the stall cleared"
         )

@@ -6,31 +6,25 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from confluent_kafka import Producer
-from moto import mock_aws
 
-import srm.app
+import srm.app.mirror
 import srm.replication.mirror
-from srm.app import App, Environment
-from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.state import StateError, create_state_table
-from srm.config.parsing import Properties
-from srm.config.settings import SrmConfig
+from srm.app import App
+from srm.aws.state import StateError
 from srm.core.events import parse_event
 from srm.core.offsets import translate
 from srm.handlers.mirror import lambda_handler
 from srm.replication.context import MirrorError
 from srm.replication.mirror import replicate_batch
-from tests.integration.test_mirror_handler import CONTEXT, kafka_event
+from tests.support.handler import CONTEXT, HandlerFlow, kafka_event
 from tests.support.kafka import (
     Rec,
     assert_identical,
-    create_topic,
+    create_topic_with_records,
     numbered_records,
     produce,
     read_partition,
@@ -42,47 +36,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.compat]  # also run on the co
 
 
 @pytest.fixture
-def flow(clusters, monkeypatch) -> Iterator[dict[str, Any]]:
+def flow(handler_flow: HandlerFlow) -> dict[str, Any]:
     """An exactly-once flow a->b selecting ``<prefix>.*``; the handler's env set, and ``container()`` building
     another App (another Lambda container) on the same tables."""
     prefix = unique("eos")
-    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_config_table(db, "srm-config")
-        create_state_table(db, "srm-state")
-        config = SrmConfig.from_properties(
-            Properties.of(
-                {
-                    "clusters": "a, b",
-                    "a.bootstrap.servers": a,
-                    "b.bootstrap.servers": b,
-                    "a->b.enabled": "true",
-                    "a->b.topics": f"{prefix}\\..*",
-                    "a->b.exactly.once.source.support": "enabled",
-                    "replication.factor": "1",
-                    "offset-syncs.topic.replication.factor": "1",
-                    "mirror.delivery.timeout.ms": "20000",
-                }
-            )
-        )
-        ConfigStore(db, "srm-config").replace_all(config)
-        for name, value in {
-            "SRM_SOURCE": "a",
-            "SRM_TARGET": "b",
-            "SRM_CONFIG_TABLE": "srm-config",
-            "SRM_STATE_TABLE": "srm-state",
-        }.items():
-            monkeypatch.setenv(name, value)
-        App.reset()
-
-        def container() -> App:
-            return App(Environment("a", "b"), dynamodb=db)
-
-        try:
-            yield {"a": a, "b": b, "prefix": prefix, "container": container}
-        finally:
-            App.reset()
+    handler_flow.configure(
+        prefix, {"exactly.once.source.support": "enabled"}, shared={"mirror.delivery.timeout.ms": "20000"}
+    )
+    return {"a": handler_flow.a, "b": handler_flow.b, "prefix": prefix, "container": handler_flow.container}
 
 
 class PausedCommit(Producer):
@@ -108,6 +69,13 @@ def source_records(a: str, topic: str, partitions: int) -> dict[int, list[Rec]]:
     return {p: read_partition(a, topic, p) for p in range(partitions)}
 
 
+def source_topic(flow: dict[str, Any], name: str, partitions: int, count: int) -> tuple[str, dict[int, list[Rec]]]:
+    """The topic ``<prefix>.<name>`` on a, holding ``count`` numbered records over ``partitions``; and its records."""
+    topic = f"{flow['prefix']}.{name}"
+    create_topic_with_records(flow["a"], topic, partitions, count)
+    return topic, source_records(flow["a"], topic, partitions)
+
+
 def assert_runs_exact(app: App, topic: str, source: dict[int, list[Rec]], remote_topic: str, b: str) -> None:
     """Every replicated source offset translates to the offset of its one committed copy on the target."""
     for p, recs in source.items():
@@ -120,14 +88,11 @@ def assert_runs_exact(app: App, topic: str, source: dict[int, list[Rec]], remote
 def test_zombie_invocation_is_fenced_by_its_retry_and_nothing_is_duplicated(flow, monkeypatch):
     # GIVEN 2 partitions of records and the event that carries them
     a, b = flow["a"], flow["b"]
-    topic = f"{flow['prefix']}.orders"
-    create_topic(a, topic, 2)
-    produce(a, topic, numbered_records(300, 2, topic))
-    source = source_records(a, topic, 2)
+    topic, source = source_topic(flow, "orders", 2, 300)
     event = kafka_event(a, topic, source)
 
     # WHEN an invocation in one container writes the batch and stalls before committing (past its timeout) …
-    monkeypatch.setattr(srm.app, "Producer", PausedCommit)
+    monkeypatch.setattr(srm.app.mirror, "Producer", PausedCommit)  # where the mirror wiring builds them
     monkeypatch.setattr(PausedCommit, "armed", True)
     zombie_ctx = flow["container"]().mirror_context()
     PausedCommit.committing.clear()
@@ -176,10 +141,7 @@ def test_zombie_invocation_is_fenced_by_its_retry_and_nothing_is_duplicated(flow
 def test_crash_between_commit_and_state_write_loses_no_mapping_and_duplicates_nothing(flow, monkeypatch):
     # GIVEN a batch committed by a container that dies before it writes the offset runs to the state table
     a, b = flow["a"], flow["b"]
-    topic = f"{flow['prefix']}.pay"
-    create_topic(a, topic, 1)
-    produce(a, topic, numbered_records(200, 1, topic))
-    first = source_records(a, topic, 1)
+    topic, first = source_topic(flow, "pay", 1, 200)
 
     def crash(*args: object) -> None:
         raise StateError("the container died before writing its state")
@@ -206,10 +168,7 @@ def test_crash_between_commit_and_state_write_loses_no_mapping_and_duplicates_no
 def test_source_offsets_are_in_mm2s_offsets_topic_format(flow):
     # GIVEN an exactly-once flow that replicated 40 records of one partition in two batches
     a, b = flow["a"], flow["b"]
-    topic = f"{flow['prefix']}.fmt"
-    create_topic(a, topic, 1)
-    produce(a, topic, numbered_records(40, 1, topic))
-    source = source_records(a, topic, 1)
+    topic, source = source_topic(flow, "fmt", 1, 40)
     lambda_handler(kafka_event(a, topic, {0: source[0][:25]}), CONTEXT)
     lambda_handler(kafka_event(a, topic, {0: source[0][25:]}), CONTEXT)
 

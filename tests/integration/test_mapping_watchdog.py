@@ -4,15 +4,14 @@ where it began, until that member leaves; a rebuilt consumer (a static member) g
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
 
 from srm.local.event_source import EmulatedMapping, MappingSettings
+from tests.support.groups import Squatter
 from tests.support.kafka import create_topic, numbered_records, produce, unique, wait_for
 from tests.support.mappings import Recorder, running_mapping
 
@@ -28,33 +27,6 @@ def mapping(clusters) -> Iterator[tuple[EmulatedMapping, Recorder, str, str, str
     settings = MappingSettings(batch_size=200, batching_window_ms=50)
     with running_mapping(bootstrap, topic, group, settings, static=True) as (m, recorder):
         yield m, recorder, bootstrap, topic, group
-
-
-class Squatter:
-    """A consumer of the mapping's group that polls and never commits: it holds whatever it is assigned."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "log_level": 0}
-        )
-        self.consumer.subscribe([topic])
-        self.partitions: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            self.consumer.poll(0.1)
-            self.partitions = [tp.partition for tp in self.consumer.assignment()]  # on the polling thread only
-
-    def assigned(self) -> list[int]:
-        return self.partitions
-
-    def leave(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.consumer.close()
 
 
 def assert_delivered_in_order(recorder: Recorder, produced: list[tuple[int, Any]]) -> None:

@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from srm.app import App
-from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.state import create_state_table
-from srm.config.parsing import Properties
-from srm.config.settings import SrmConfig
-from srm.core.events import DecodedEvent, DecodedEventBuilder, EventBuilder, MalformedEventError
+from srm.core.events import MalformedEventError
 from srm.handlers.mirror import lambda_handler
-from srm.local.event_source import LocalContext
+from tests.support.handler import CONTEXT, HandlerFlow, decoded_event, kafka_event
 from tests.support.kafka import (
     Rec,
     assert_no_loss,
     create_topic,
+    create_topic_with_records,
     list_topic_names,
-    numbered_records,
     produce,
     read_topic,
     unique,
@@ -32,63 +24,13 @@ from tests.support.kafka import (
 
 pytestmark = pytest.mark.integration
 
-CONTEXT = LocalContext("srm-a-b-mirror")
-
 
 @pytest.fixture
-def flow(clusters, monkeypatch) -> Iterator[dict[str, Any]]:
+def flow(handler_flow: HandlerFlow) -> dict[str, Any]:
     """A flow a->b selecting ``<prefix>.*``, its config in a moto config table, the handler's env set."""
     prefix = unique("hdl")
-    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_config_table(db, "srm-config")
-        create_state_table(db, "srm-state")
-        config = SrmConfig.from_properties(
-            Properties.of(
-                {
-                    "clusters": "a, b",
-                    "a.bootstrap.servers": a,
-                    "b.bootstrap.servers": b,
-                    "a->b.enabled": "true",
-                    "a->b.topics": f"{prefix}\\..*",
-                    "replication.factor": "1",
-                    "offset-syncs.topic.replication.factor": "1",
-                }
-            )
-        )
-        ConfigStore(db, "srm-config").replace_all(config)
-        for name, value in {
-            "SRM_SOURCE": "a",
-            "SRM_TARGET": "b",
-            "SRM_CONFIG_TABLE": "srm-config",
-            "SRM_STATE_TABLE": "srm-state",
-        }.items():
-            monkeypatch.setenv(name, value)
-        App.reset()
-        try:
-            yield {"a": a, "b": b, "prefix": prefix}
-        finally:
-            App.reset()
-
-
-def kafka_event(source: str, topic: str, records: dict[int, list[Rec]]) -> dict[str, Any]:
-    """The MSK event the event source builds for these records (byte for byte, through the JSON round trip)."""
-    builder = EventBuilder("arn:aws:kafka:us-east-1:000000000000:cluster/a/local", source, 6 * 1024 * 1024)
-    for partition, recs in records.items():
-        for r in recs:
-            estimate = EventBuilder.estimate(r.key, r.value, r.headers)
-            builder.add(topic, partition, r.offset, r.timestamp, "CREATE_TIME", r.key, r.value, r.headers, estimate)
-    return json.loads(builder.to_bytes())
-
-
-def decoded_event(source: str, topic: str, records: dict[int, list[Rec]]) -> DecodedEvent:
-    """The same records as the local event source hands them over by default: decoded, no JSON."""
-    builder = DecodedEventBuilder("arn:aws:kafka:us-east-1:000000000000:cluster/a/local", source, 6 * 1024 * 1024)
-    for partition, recs in records.items():
-        for r in recs:
-            assert not builder.offer(topic, partition, r.offset, r.timestamp, "CREATE_TIME", r.key, r.value, r.headers)
-    return builder.payload()
+    handler_flow.configure(prefix)
+    return {"a": handler_flow.a, "b": handler_flow.b, "prefix": prefix}
 
 
 def _record(topic: str, offset: int, **fields: Any) -> dict[str, Any]:
@@ -134,8 +76,7 @@ def test_mirror_handler_valid_event_replicates_and_records_exact_offset_runs(flo
     # each partition, then a redelivery of 10-19 with the next 10 records
     a, b = flow["a"], flow["b"]
     topic = f"{flow['prefix']}.orders"
-    create_topic(a, topic, 2)
-    produce(a, topic, numbered_records(60, 2, topic))
+    create_topic_with_records(a, topic, 2, 60)
     source = read_topic(a, topic)
     first = kafka_event(a, topic, {p: recs[:20] for p, recs in source.items()})
     redelivery = kafka_event(a, topic, {p: recs[10:30] for p, recs in source.items()})

@@ -15,65 +15,37 @@ from confluent_kafka import Producer
 from moto import mock_aws
 
 from srm.app import App
-from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.dead_letters import S3DeadLetters
-from srm.aws.state import create_state_table
-from srm.config.parsing import Properties
-from srm.config.settings import SrmConfig
 from srm.core.dead_letters import DeadLetter, record_batch_size
 from srm.core.offsets import Run
 from srm.handlers.mirror import lambda_handler
-from srm.local.event_source import LocalContext
 from srm.metrics.model.schema import decode
 from srm.replication.context import MirrorError, RecordTooLargeError
-from tests.integration.test_mirror_handler import kafka_event
+from tests.support.handler import CONTEXT, HandlerFlow, kafka_event
 from tests.support.kafka import admin, create_topic, read_partition, read_topic, topic_partitions, unique, wait_for
 
 pytestmark = pytest.mark.integration
 
-CONTEXT = LocalContext("srm-a-b-mirror")
 LIMIT = 20_000  # the remote topic's max.message.bytes
 
 
 @pytest.fixture
-def mirror(clusters, monkeypatch, tmp_path: Path):
-    """Builds a flow a->b (config in a moto table, the handler's env set, raw metrics and dead letters under
-    tmp_path) with extra flow settings; yields the builder."""
-    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_config_table(db, "srm-config")
-        create_state_table(db, "srm-state")
+def mirror(handler_flow: HandlerFlow, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A builder of flow a->b with extra flow settings (config in a moto table, the handler's env set, raw metrics
+    and dead letters under tmp_path)."""
+    monkeypatch.setenv("SRM_METRICS_DIR", str(tmp_path / "metrics"))
+    monkeypatch.setenv("SRM_DEAD_LETTER_DIR", str(tmp_path / "dead-letters"))
 
-        def build(prefix: str, **settings: str) -> dict[str, Any]:
-            props = {
-                "clusters": "a, b",
-                "a.bootstrap.servers": a,
-                "b.bootstrap.servers": b,
-                "a->b.enabled": "true",
-                "a->b.topics": f"{prefix}\\..*",
-                "replication.factor": "1",
-                "offset-syncs.topic.replication.factor": "1",
-                **{f"a->b.{k}": v for k, v in settings.items()},
-            }
-            ConfigStore(db, "srm-config").replace_all(SrmConfig.from_properties(Properties.of(props)))
-            env = {
-                "SRM_SOURCE": "a",
-                "SRM_TARGET": "b",
-                "SRM_CONFIG_TABLE": "srm-config",
-                "SRM_STATE_TABLE": "srm-state",
-                "SRM_METRICS_DIR": str(tmp_path / "metrics"),
-                "SRM_DEAD_LETTER_DIR": str(tmp_path / "dead-letters"),
-            }
-            for name, value in env.items():
-                monkeypatch.setenv(name, value)
-            App.reset()
-            return {"a": a, "b": b, "dead_letters": tmp_path / "dead-letters", "metrics": tmp_path / "metrics"}
+    def build(prefix: str, **settings: str) -> dict[str, Any]:
+        handler_flow.configure(prefix, settings)
+        return {
+            "a": handler_flow.a,
+            "b": handler_flow.b,
+            "dead_letters": tmp_path / "dead-letters",
+            "metrics": tmp_path / "metrics",
+        }
 
-        try:
-            yield build
-        finally:
-            App.reset()
+    return build
 
 
 def raw_metrics(root: Path) -> list[Any]:

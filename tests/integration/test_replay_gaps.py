@@ -9,23 +9,27 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from confluent_kafka import Consumer, TopicCollection, TopicPartition
-from moto import mock_aws
 
 from srm.app import App
-from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.state import StateStore, create_state_table
-from srm.config.parsing import Properties
-from srm.config.settings import SrmConfig
 from srm.control.status import flow_status
 from srm.core.checkpoints import CachedRuns, translate_group
 from srm.core.offsets import Run
 from srm.handlers.mirror import lambda_handler
 from srm.local.event_source import EmulatedMapping, MappingSettings
 from srm.mm2.policy import load_policy
-from tests.support.kafka import admin, create_topic, numbered_records, produce, read_partition, unique, wait_for
+from tests.support.handler import HandlerFlow
+from tests.support.kafka import (
+    admin,
+    create_topic,
+    create_topic_with_records,
+    numbered_records,
+    produce,
+    read_partition,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -33,42 +37,22 @@ POLICY = load_policy("org.apache.kafka.connect.mirror.DefaultReplicationPolicy")
 
 
 @pytest.fixture
-def flow(clusters, monkeypatch) -> Iterator[dict[str, Any]]:
+def flow(handler_flow: HandlerFlow) -> dict[str, Any]:
     """A flow a->b selecting ``<prefix>.*``, config and state on moto, the handler's env set; ``configure(**keys)``
     sets extra flow keys."""
     prefix = unique("gap")
-    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="us-east-1")
-        create_config_table(db, "srm-config")
-        create_state_table(db, "srm-state")
 
-        def configure(**extra: str) -> None:
-            keys = {
-                "clusters": "a, b",
-                "a.bootstrap.servers": a,
-                "b.bootstrap.servers": b,
-                "a->b.enabled": "true",
-                "a->b.topics": f"{prefix}\\..*",
-                "replication.factor": "1",
-                "offset-syncs.topic.replication.factor": "1",
-                **{f"a->b.{k}": v for k, v in extra.items()},
-            }
-            ConfigStore(db, "srm-config").replace_all(SrmConfig.from_properties(Properties.of(keys)))
-            App.reset()
+    def configure(**extra: str) -> None:
+        handler_flow.configure(prefix, extra)
 
-        for name, value in {
-            "SRM_SOURCE": "a",
-            "SRM_TARGET": "b",
-            "SRM_CONFIG_TABLE": "srm-config",
-            "SRM_STATE_TABLE": "srm-state",
-        }.items():
-            monkeypatch.setenv(name, value)
-        configure()
-        try:
-            yield {"a": a, "b": b, "prefix": prefix, "state": StateStore(db, "srm-state"), "configure": configure}
-        finally:
-            App.reset()
+    configure()
+    return {
+        "a": handler_flow.a,
+        "b": handler_flow.b,
+        "prefix": prefix,
+        "state": handler_flow.state,
+        "configure": configure,
+    }
 
 
 @contextlib.contextmanager
@@ -130,6 +114,17 @@ def purge(bootstrap: str, topic: str, before: int) -> None:
         future.result(30)
 
 
+def purged_before_replication(flow: dict[str, Any], name: str) -> str:
+    """The topic ``<prefix>.<name>``: its first 10 records replicated, then 20 more written while the mirror was
+    stopped, and offsets 10..24 purged (DeleteRecords) before they were replicated."""
+    a, topic = flow["a"], f"{flow['prefix']}.{name}"
+    create_topic_with_records(a, topic, 1, 10)
+    replicate_until(flow, topic, 10)
+    produce(a, topic, numbered_records(20, 1, topic, start=10))
+    purge(a, topic, 25)
+    return topic
+
+
 def translated(flow: dict[str, Any], topic: str, offset: int) -> tuple[int | None, str]:
     (t,) = translate_group(
         "g",
@@ -147,12 +142,7 @@ def test_records_purged_before_replication_are_counted_reported_and_never_transl
     # GIVEN a topic whose first 10 records were replicated, then 20 more written while the mirror was stopped, and
     # offsets 10..24 purged on the source (DeleteRecords) before they were replicated
     a, b, state = flow["a"], flow["b"], flow["state"]
-    topic = f"{flow['prefix']}.orders"
-    create_topic(a, topic)
-    produce(a, topic, numbered_records(10, 1, topic))
-    replicate_until(flow, topic, 10)
-    produce(a, topic, numbered_records(20, 1, topic, start=10))
-    purge(a, topic, 25)
+    topic = purged_before_replication(flow, "orders")
 
     # WHEN the event source runs again (it silently resets to the log start, 25)
     with caplog.at_level(logging.ERROR), event_source(a, topic):
@@ -190,12 +180,7 @@ def test_fail_on_data_loss_stops_the_partition_until_turned_off(flow):
     # GIVEN fail.on.data.loss = true, and records purged on the source before they were replicated
     a, b, state = flow["a"], flow["b"], flow["state"]
     flow["configure"](**{"fail.on.data.loss": "true"})
-    topic = f"{flow['prefix']}.pay"
-    create_topic(a, topic)
-    produce(a, topic, numbered_records(10, 1, topic))
-    replicate_until(flow, topic, 10)
-    produce(a, topic, numbered_records(20, 1, topic, start=10))
-    purge(a, topic, 25)
+    topic = purged_before_replication(flow, "pay")
 
     # WHEN the event source runs
     with event_source(a, topic) as mapping:
@@ -218,8 +203,7 @@ def test_a_recreated_topic_starts_its_own_offset_runs(flow, caplog):
     # GIVEN 30 records replicated from a topic, which is then deleted and recreated with 10 new records
     a, b, state = flow["a"], flow["b"], flow["state"]
     topic = f"{flow['prefix']}.reset"
-    create_topic(a, topic)
-    produce(a, topic, numbered_records(30, 1, topic))
+    create_topic_with_records(a, topic, 1, 30)
     replicate_until(flow, topic, 30)
     old_id = topic_id(a, topic)
     client = admin(a)  # the client must outlive its future

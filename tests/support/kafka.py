@@ -216,6 +216,12 @@ def numbered_records(n: int, partitions: int, tag: str, start: int = 0) -> list[
     return out
 
 
+def create_topic_with_records(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+    """A new topic holding ``count`` :func:`numbered_records` (tagged with its name) over its ``partitions``."""
+    create_topic(bootstrap, topic, partitions)
+    produce(bootstrap, topic, numbered_records(count, partitions, topic))
+
+
 def create_partitions(bootstrap: str, name: str, total: int) -> None:
     from confluent_kafka.admin import NewPartitions
 

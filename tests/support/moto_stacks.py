@@ -3,9 +3,9 @@
 moto's CloudFormation creates the resources of the types its services register for it; a few types whose service
 moto does emulate have no such registration (alarms, bucket policies, API stages, Firehose streams, Glue jobs and
 triggers), its REST API ignores SAM's Swagger body, and its Ref of a layer version is no ARN.
-:func:`register_missing_types` fills those gaps: each adapter creates the resource in moto's own backend of that
-service, as the service's API would, so the deployed stack holds them too and their ``Ref``/``GetAtt`` resolve.
-Any type neither moto nor this module knows stays uncreated, and :func:`deploy` says which.
+:func:`register_missing_types` fills those gaps: each entry of :data:`CREATORS` creates the resource in moto's own
+backend of that service, as the service's API would, so the deployed stack holds them too and their ``Ref``/``GetAtt``
+resolve. Any type neither moto nor this module knows stays uncreated, and :func:`deploy` says which.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import io
 import json
 import logging
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +35,157 @@ __all__ = ["DeployedStack", "OfflinePolicyLoader", "deploy", "moto_server", "reg
 REGION = "us-west-2"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
+Created = tuple[str, str]  # (physical id: what Ref gives, ARN: what GetAtt Arn gives)
+Creator = Callable[[str, dict[str, Any], str, str], Created]  # (logical id, Properties, account, region)
+
+
+def _create_alarm(resource_name: str, p: dict[str, Any], account_id: str, region_name: str) -> Created:
+    alarm = cloudwatch_backends[account_id][region_name].put_metric_alarm(
+        name=p.get("AlarmName", resource_name),
+        namespace=p["Namespace"],
+        metric_name=p["MetricName"],
+        comparison_operator=p["ComparisonOperator"],
+        evaluation_periods=int(p["EvaluationPeriods"]),
+        period=int(p["Period"]),
+        threshold=float(p["Threshold"]),
+        statistic=p["Statistic"],
+        description=p.get("AlarmDescription", ""),
+        dimensions=p.get("Dimensions", []),
+        alarm_actions=p.get("AlarmActions", []),
+        ok_actions=p.get("OKActions", []),
+        treat_missing_data=p.get("TreatMissingData"),
+    )
+    return alarm.name, alarm.alarm_arn
+
+
+def _create_bucket_policy(resource_name: str, p: dict[str, Any], account_id: str, region_name: str) -> Created:
+    s3_backends[account_id]["aws"].put_bucket_policy(p["Bucket"], json.dumps(p["PolicyDocument"]).encode())
+    return p["Bucket"], ""
+
+
+def _create_api_stage(resource_name: str, p: dict[str, Any], account_id: str, region_name: str) -> Created:
+    deployment = p["DeploymentId"]  # moto's Ref of a deployment is the object itself
+    apigateway_backends[account_id][region_name].create_stage(
+        p["RestApiId"],
+        p["StageName"],
+        getattr(deployment, "id", deployment),
+        tracing_enabled=p.get("TracingEnabled"),
+    )
+    return p["StageName"], ""  # the name moto gave the stage
+
+
+def _create_rest_api(resource_name: str, p: dict[str, Any], account_id: str, region_name: str) -> Created:
+    """moto's own AWS::ApiGateway::RestApi ignores Body, the OpenAPI document SAM generates, and then refuses to
+    deploy an API without methods: this one imports the document, as API Gateway does."""
+    backend = apigateway_backends[account_id][region_name]
+    api = backend.create_rest_api(
+        name=p["Name"], description=p.get("Description", ""), endpoint_configuration=p.get("EndpointConfiguration")
+    )
+    # moto imports OpenAPI 3 only; SAM writes Swagger 2.0: create its paths' resources and methods one by one
+    children: dict[str, str] = {"": api.default.id}
+    for path, operations in p.get("Body", {}).get("paths", {}).items():
+        parent = ""
+        for part in path.strip("/").split("/"):
+            here = f"{parent}/{part}"
+            if here not in children:
+                children[here] = backend.create_resource(api.id, children[parent], part).id
+            parent = here
+        for verb, operation in operations.items():
+            security = operation.get("security", [])
+            auth = "AWS_IAM" if any("AWS_IAM" in s for s in security) else "NONE"
+            backend.put_method(api.id, children[parent], verb.upper(), auth)
+            integration = operation.get("x-amazon-apigateway-integration", {})
+            backend.put_integration(
+                api.id,
+                children[parent],
+                verb.upper(),
+                integration.get("type", "aws_proxy").upper(),
+                integration.get("uri", ""),
+                integration.get("httpMethod", "POST"),
+            )
+    return api.id, ""
+
+
+def _create_delivery_stream(resource_name: str, p: dict[str, Any], account_id: str, region_name: str) -> Created:
+    arn = firehose_backends[account_id][region_name].create_delivery_stream(
+        region_name,
+        p["DeliveryStreamName"],
+        p.get("DeliveryStreamType", "DirectPut"),
+        kinesis_stream_source_configuration={},
+        delivery_stream_encryption_configuration_input=p.get("DeliveryStreamEncryptionConfigurationInput", {}),
+        s3_destination_configuration={},
+        extended_s3_destination_configuration=p["ExtendedS3DestinationConfiguration"],
+        redshift_destination_configuration={},
+        elasticsearch_destination_configuration={},
+        splunk_destination_configuration={},
+        http_endpoint_destination_configuration={},
+        snowflake_destination_configuration={},
+        iceberg_destination_configuration={},
+        tags=[],
+    )
+    return p["DeliveryStreamName"], arn
+
+
+def _create_glue_job(resource_name: str, p: dict[str, Any], account_id: str, region_name: str) -> Created:
+    glue_backends[account_id][region_name].create_job(
+        name=p["Name"],
+        role=p["Role"],
+        command=p["Command"],
+        description=p.get("Description", ""),
+        log_uri="",
+        execution_property=p.get("ExecutionProperty", {}),
+        default_arguments=p.get("DefaultArguments", {}),
+        non_overridable_arguments={},
+        connections={},
+        max_retries=0,
+        allocated_capacity=0,
+        timeout=int(p.get("Timeout", 2880)),
+        max_capacity=0.0,
+        security_configuration=p.get("SecurityConfiguration", ""),
+        tags={},
+        notification_property={},
+        glue_version=p.get("GlueVersion", ""),
+        number_of_workers=int(p.get("NumberOfWorkers", 0)),
+        worker_type=p.get("WorkerType", ""),
+        code_gen_configuration_nodes={},
+        execution_class="STANDARD",
+        source_control_details={},
+    )
+    return p["Name"], ""
+
+
+def _create_glue_trigger(resource_name: str, p: dict[str, Any], account_id: str, region_name: str) -> Created:
+    glue_backends[account_id][region_name].create_trigger(
+        name=p["Name"],
+        workflow_name="",
+        trigger_type=p["Type"],
+        schedule=p.get("Schedule", ""),
+        predicate=None,
+        actions=p["Actions"],
+        description="",
+        start_on_creation=bool(p.get("StartOnCreation", False)),
+        tags={},
+        event_batching_condition={},
+    )
+    return p["Name"], ""
+
+
+# resource type -> how moto's backend of its service creates it
+CREATORS: dict[str, Creator] = {
+    "AWS::CloudWatch::Alarm": _create_alarm,
+    "AWS::S3::BucketPolicy": _create_bucket_policy,
+    "AWS::ApiGateway::Stage": _create_api_stage,
+    "AWS::ApiGateway::RestApi": _create_rest_api,
+    "AWS::KinesisFirehose::DeliveryStream": _create_delivery_stream,
+    "AWS::Glue::Job": _create_glue_job,
+    "AWS::Glue::Trigger": _create_glue_trigger,
+}
+OVERRIDDEN_TYPES = {"AWS::ApiGateway::RestApi"}  # moto has a model of its own, which falls short
+ADAPTED_TYPES = set(CREATORS) - OVERRIDDEN_TYPES
+
 
 class _Adapter:
-    """A resource created in moto's backend of its service; Ref is its physical id, GetAtt Arn its ARN. Each
-    adapter also derives from CloudFormationModel directly: moto registers the direct subclasses only."""
+    """A resource created in moto's backend of its service; Ref is its physical id, GetAtt Arn its ARN."""
 
     def __init__(self, physical_id: str, arn: str = "") -> None:
         self.physical_id = physical_id
@@ -60,205 +207,32 @@ class _Adapter:
         return ""
 
 
-class _Alarm(_Adapter, CloudFormationModel):
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::CloudWatch::Alarm"
+def _adapter_model(resource_type: str, create: Creator) -> type[CloudFormationModel]:
+    """The CloudFormation model of one :data:`CREATORS` entry. It derives from CloudFormationModel directly: moto
+    registers the direct subclasses only."""
 
-    @classmethod
-    def create_from_cloudformation_json(  # type: ignore[override]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
-    ) -> _Alarm:
-        p = cloudformation_json["Properties"]
-        alarm = cloudwatch_backends[account_id][region_name].put_metric_alarm(
-            name=p.get("AlarmName", resource_name),
-            namespace=p["Namespace"],
-            metric_name=p["MetricName"],
-            comparison_operator=p["ComparisonOperator"],
-            evaluation_periods=int(p["EvaluationPeriods"]),
-            period=int(p["Period"]),
-            threshold=float(p["Threshold"]),
-            statistic=p["Statistic"],
-            description=p.get("AlarmDescription", ""),
-            dimensions=p.get("Dimensions", []),
-            alarm_actions=p.get("AlarmActions", []),
-            ok_actions=p.get("OKActions", []),
-            treat_missing_data=p.get("TreatMissingData"),
-        )
-        return cls(alarm.name, alarm.alarm_arn)
+    class Adapter(_Adapter, CloudFormationModel):
+        @staticmethod
+        def cloudformation_type() -> str:
+            return resource_type
+
+        @classmethod
+        def create_from_cloudformation_json(  # type: ignore[override]
+            cls,
+            resource_name: str,
+            cloudformation_json: dict[str, Any],
+            account_id: str,
+            region_name: str,
+            **kwargs: Any,
+        ) -> Adapter:
+            return cls(*create(resource_name, cloudformation_json["Properties"], account_id, region_name))
+
+    Adapter.__qualname__ = Adapter.__name__ = f"Adapter[{resource_type}]"
+    return Adapter
 
 
-class _BucketPolicy(_Adapter, CloudFormationModel):
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::S3::BucketPolicy"
-
-    @classmethod
-    def create_from_cloudformation_json(  # type: ignore[override]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
-    ) -> _BucketPolicy:
-        p = cloudformation_json["Properties"]
-        s3_backends[account_id]["aws"].put_bucket_policy(p["Bucket"], json.dumps(p["PolicyDocument"]).encode())
-        return cls(p["Bucket"])
-
-
-class _ApiStage(_Adapter, CloudFormationModel):
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::ApiGateway::Stage"
-
-    @classmethod
-    def create_from_cloudformation_json(  # type: ignore[override]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
-    ) -> _ApiStage:
-        p = cloudformation_json["Properties"]
-        deployment = p["DeploymentId"]  # moto's Ref of a deployment is the object itself
-        stage = apigateway_backends[account_id][region_name].create_stage(
-            p["RestApiId"],
-            p["StageName"],
-            getattr(deployment, "id", deployment),
-            tracing_enabled=p.get("TracingEnabled"),
-        )
-        return cls(stage.name)
-
-
-class _RestApi(_Adapter, CloudFormationModel):
-    """moto's own AWS::ApiGateway::RestApi ignores Body, the OpenAPI document SAM generates, and then refuses to
-    deploy an API without methods: this one imports the document, as API Gateway does."""
-
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::ApiGateway::RestApi"
-
-    @classmethod
-    def create_from_cloudformation_json(  # type: ignore[override]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
-    ) -> _RestApi:
-        p = cloudformation_json["Properties"]
-        backend = apigateway_backends[account_id][region_name]
-        api = backend.create_rest_api(
-            name=p["Name"], description=p.get("Description", ""), endpoint_configuration=p.get("EndpointConfiguration")
-        )
-        # moto imports OpenAPI 3 only; SAM writes Swagger 2.0: create its paths' resources and methods one by one
-        children: dict[str, str] = {"": api.default.id}
-        for path, operations in p.get("Body", {}).get("paths", {}).items():
-            parent = ""
-            for part in path.strip("/").split("/"):
-                here = f"{parent}/{part}"
-                if here not in children:
-                    children[here] = backend.create_resource(api.id, children[parent], part).id
-                parent = here
-            for verb, operation in operations.items():
-                security = operation.get("security", [])
-                auth = "AWS_IAM" if any("AWS_IAM" in s for s in security) else "NONE"
-                backend.put_method(api.id, children[parent], verb.upper(), auth)
-                integration = operation.get("x-amazon-apigateway-integration", {})
-                backend.put_integration(
-                    api.id,
-                    children[parent],
-                    verb.upper(),
-                    integration.get("type", "aws_proxy").upper(),
-                    integration.get("uri", ""),
-                    integration.get("httpMethod", "POST"),
-                )
-        return cls(api.id)
-
-
-class _DeliveryStream(_Adapter, CloudFormationModel):
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::KinesisFirehose::DeliveryStream"
-
-    @classmethod
-    def create_from_cloudformation_json(  # type: ignore[override]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
-    ) -> _DeliveryStream:
-        p = cloudformation_json["Properties"]
-        arn = firehose_backends[account_id][region_name].create_delivery_stream(
-            region_name,
-            p["DeliveryStreamName"],
-            p.get("DeliveryStreamType", "DirectPut"),
-            kinesis_stream_source_configuration={},
-            delivery_stream_encryption_configuration_input=p.get("DeliveryStreamEncryptionConfigurationInput", {}),
-            s3_destination_configuration={},
-            extended_s3_destination_configuration=p["ExtendedS3DestinationConfiguration"],
-            redshift_destination_configuration={},
-            elasticsearch_destination_configuration={},
-            splunk_destination_configuration={},
-            http_endpoint_destination_configuration={},
-            snowflake_destination_configuration={},
-            iceberg_destination_configuration={},
-            tags=[],
-        )
-        return cls(p["DeliveryStreamName"], arn)
-
-
-class _GlueJob(_Adapter, CloudFormationModel):
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::Glue::Job"
-
-    @classmethod
-    def create_from_cloudformation_json(  # type: ignore[override]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
-    ) -> _GlueJob:
-        p = cloudformation_json["Properties"]
-        glue_backends[account_id][region_name].create_job(
-            name=p["Name"],
-            role=p["Role"],
-            command=p["Command"],
-            description=p.get("Description", ""),
-            log_uri="",
-            execution_property=p.get("ExecutionProperty", {}),
-            default_arguments=p.get("DefaultArguments", {}),
-            non_overridable_arguments={},
-            connections={},
-            max_retries=0,
-            allocated_capacity=0,
-            timeout=int(p.get("Timeout", 2880)),
-            max_capacity=0.0,
-            security_configuration=p.get("SecurityConfiguration", ""),
-            tags={},
-            notification_property={},
-            glue_version=p.get("GlueVersion", ""),
-            number_of_workers=int(p.get("NumberOfWorkers", 0)),
-            worker_type=p.get("WorkerType", ""),
-            code_gen_configuration_nodes={},
-            execution_class="STANDARD",
-            source_control_details={},
-        )
-        return cls(p["Name"])
-
-
-class _GlueTrigger(_Adapter, CloudFormationModel):
-    @staticmethod
-    def cloudformation_type() -> str:
-        return "AWS::Glue::Trigger"
-
-    @classmethod
-    def create_from_cloudformation_json(  # type: ignore[override]
-        cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
-    ) -> _GlueTrigger:
-        p = cloudformation_json["Properties"]
-        glue_backends[account_id][region_name].create_trigger(
-            name=p["Name"],
-            workflow_name="",
-            trigger_type=p["Type"],
-            schedule=p.get("Schedule", ""),
-            predicate=None,
-            actions=p["Actions"],
-            description="",
-            start_on_creation=bool(p.get("StartOnCreation", False)),
-            tags={},
-            event_batching_condition={},
-        )
-        return cls(p["Name"])
-
-
-ADAPTED_TYPES = {
-    c.cloudformation_type() for c in (_Alarm, _BucketPolicy, _ApiStage, _DeliveryStream, _GlueJob, _GlueTrigger)
-}
-OVERRIDDEN_TYPES = {_RestApi.cloudformation_type()}
+# held here: moto finds its models through __subclasses__, which keeps only weak references
+ADAPTER_MODELS = {resource_type: _adapter_model(resource_type, create) for resource_type, create in CREATORS.items()}
 
 
 def register_missing_types() -> None:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support.kafka import wait_replicated
 
 
 def write_config(
@@ -112,6 +115,41 @@ def run_cli(
         text=True,
         timeout=timeout,
         env={**os.environ, **(env or {})},
+    )
+
+
+def srm_run(
+    workdir: Path, clusters: Mapping[str, str], flows: Mapping[str, Mapping[str, Any]], **settings: Any
+) -> SrmRun:
+    """``srm run`` in ``workdir`` on the config :func:`write_config` writes there (``srm.yaml``)."""
+    return SrmRun(write_config(workdir / "srm.yaml", clusters, flows, **settings), workdir)
+
+
+@contextlib.contextmanager
+def replicating(workdir: Path, a: str, b: str, topic: str, timeout: float = 120) -> Iterator[SrmRun]:
+    """``srm run`` in ``workdir`` replicating ``topic`` a->b: the block runs once the remote topic holds every record
+    ``topic`` held."""
+    with srm_run(workdir, {"a": a, "b": b}, {"a->b": {"topics": topic}}) as run:
+        wait_replicated(a, topic, b, f"a.{topic}", timeout=timeout)
+        yield run
+
+
+def srm_control(cwd: Path, *args: str) -> str:
+    """The output of ``srm-control --local ARGS`` run in an ``srm run``'s workdir, which must succeed."""
+    result = run_cli("srm-control", "--local", *args, cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def status_text(cwd: Path) -> str:
+    """What ``srm-control --local status`` shows of the ``srm run`` in ``cwd``."""
+    return srm_control(cwd, "status", "--timeout", "10")
+
+
+def group_offsets(cwd: Path, group: str, *args: str, target: str = "b") -> subprocess.CompletedProcess[str]:
+    """``srm-control --local offsets`` of ``group`` for the flow a->``target``, run in an ``srm run``'s workdir."""
+    return run_cli(
+        "srm-control", "--local", "offsets", "--source", "a", "--target", target, "--group", group, *args, cwd=cwd
     )
 
 

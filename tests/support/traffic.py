@@ -7,21 +7,35 @@ import bisect
 import contextlib
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.support.kafka import assert_no_loss, numbered_records, read_topic, unique, wait_for
-from tests.support.runtime import SrmRun, child_pids
+from tests.support.kafka import (
+    assert_no_loss,
+    create_topic,
+    numbered_records,
+    produce,
+    read_topic,
+    record_count,
+    topic_partitions,
+    unique,
+    wait_for,
+)
+from tests.support.runtime import SrmRun, child_pids, srm_run
 
 RECOVERY_BOUND_S = 30.0  # from a fault to the first record produced after it being on the target
+PARTITIONS = 4  # of a topic under live traffic
 
 
 class Traffic:
     """Distinct numbered records produced round-robin to ``partitions`` of the source at ``rate`` per second by one
     idempotent producer (a new one should a fatal error leave it unusable), each with the time it was handed over."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int = 4, rate: int = 400) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS, rate: int = 400) -> None:
         self.bootstrap, self.topic = bootstrap, topic
         self.partitions, self.rate = partitions, rate
         self.sent: list[tuple[float, bytes]] = []  # (when, value), in the order handed over
@@ -64,7 +78,7 @@ class Traffic:
 class Arrivals:
     """When each value first reached the remote topic, read from its start by a consumer of the target."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int = 4) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
         self.first_seen: dict[bytes, float] = {}
         self._consumer = Consumer(
             {
@@ -134,3 +148,94 @@ def no_loss_yet(source: str, topic: str, target: str, remote: str) -> int | None
         return sum(assert_no_loss(src[p], dst.get(p, [])) for p in src) + 1
     except AssertionError:
         return None
+
+
+def wait_no_loss(
+    source: str,
+    topic: str,
+    target: str,
+    remote: str,
+    timeout: float = 180,
+    message: str = "every source record on the target",
+) -> int:
+    """Wait until every partition of the remote topic holds every source record in order (at-least-once: re-sent runs
+    allowed); returns the number of duplicates."""
+    return wait_for(lambda: no_loss_yet(source, topic, target, remote), timeout, message=message) - 1
+
+
+class Batches:
+    """Numbered records produced by a thread while the ``with`` block runs: a batch of ``size`` over ``partitions``
+    every 0.1 s, each acknowledged before the next, numbered on from ``start`` (the records produced before);
+    ``produced`` counts them all."""
+
+    def __init__(self, bootstrap: str, topic: str, size: int, start: int, partitions: int = 2) -> None:
+        self.bootstrap, self.topic, self.size, self.partitions = bootstrap, topic, size, partitions
+        self.produced = start
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            produce(self.bootstrap, self.topic, numbered_records(self.size, self.partitions, self.topic, self.produced))
+            self.produced += self.size
+            time.sleep(0.1)
+
+    def __enter__(self) -> Batches:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def produce_replicated(source: str, target: str, topic: str, count: int) -> None:
+    """Produce ``count`` numbered records to ``topic`` (over 2 partitions); wait until ``a.<topic>`` holds as many."""
+    produce(source, topic, numbered_records(count, 2, topic))
+    remote = f"a.{topic}"
+    wait_for(
+        lambda: topic_partitions(target, remote) and record_count(target, remote) >= count,
+        timeout=120,
+        message="the first records replicated",
+    )
+
+
+@dataclass
+class LiveFlow:
+    """srm run replicating ``topic`` to ``remote`` while :class:`Traffic` arrives, and its :class:`Arrivals`."""
+
+    run: SrmRun
+    topic: str
+    remote: str
+    traffic: Traffic
+    arrivals: Arrivals
+
+    def recovery(self) -> float:
+        """Seconds until a record produced from now on is on the target."""
+        return recovery(self.traffic, self.arrivals, time.monotonic())
+
+    def stop_traffic(self) -> None:
+        self.arrivals.stop()
+        self.traffic.stop()
+
+
+@contextlib.contextmanager
+def live_flow(workdir: Path, source: str, target: str, topic: str, **flow: Any) -> Iterator[LiveFlow]:
+    """``topic`` created with :data:`PARTITIONS` on the source and replicated a->b by srm run in ``workdir`` (with
+    ``flow`` settings) while records arrive: the block runs once they reach the target. The traffic stops at
+    :meth:`LiveFlow.stop_traffic` or when the block ends, srm run after it."""
+    remote = f"a.{topic}"
+    create_topic(source, topic, PARTITIONS)
+    with srm_run(workdir, {"a": source, "b": target}, {"a->b": {"topics": topic, **flow}}) as run:
+        traffic = Traffic(source, topic)
+        try:
+            wait_for(lambda: topic_partitions(target, remote) == PARTITIONS, timeout=120, message="the remote topic")
+            arrivals = Arrivals(target, remote)
+            try:
+                live = LiveFlow(run, topic, remote, traffic, arrivals)
+                live.recovery()  # replicating
+                yield live
+            finally:
+                arrivals.stop()
+        finally:
+            traffic.stop()

@@ -7,12 +7,10 @@ import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from cfnlint.decode import cfn_yaml
 
 from srm.app import secrets_manager_resolver
 from srm.config.parsing import Properties
@@ -21,11 +19,10 @@ from srm.errors import ConfigError
 from srm.kafka.clients import producer_config
 from srm.metrics import dashboard
 from tests.support.aws import aws
+from tests.unit.sam_templates import ROOT, load_template
 
 pytestmark = pytest.mark.aws_adapter
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "template.yaml"
 REGION = "us-east-1"
 NO_VALUE = object()
 
@@ -83,11 +80,6 @@ class Stack:
             return node
 
         return bool(value(self.template["Conditions"][name]))
-
-
-@pytest.fixture(scope="module")
-def template() -> dict[str, Any]:
-    return json.loads(json.dumps(cfn_yaml.load(str(TEMPLATE))))
 
 
 def alarm_arguments(props: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +167,7 @@ def test_a_flow_metric_is_read_back_by_the_alarms_dimensions(cloud: None) -> Non
 def test_table_name_parameters_admit_only_names_dynamodb_accepts(name: str) -> None:
     # DynamoDB refuses names under 3 characters (LocalStack's DynamoDB Local does; moto creates them): a parameter
     # that admits one lets the stack fail at the table instead of at the parameter.
-    params = cfn_yaml.load(str(ROOT / name))["Parameters"]
+    params = load_template(ROOT / name)["Parameters"]
     tables = {k: p for k, p in params.items() if k.endswith("TableName")}
     assert tables
     for key, param in tables.items():

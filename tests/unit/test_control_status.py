@@ -1,70 +1,20 @@
-"""``status`` with the clusters stubbed (the real probe runs in tests/e2e/test_control.py), and the export formats."""
+"""``status`` with the clusters stubbed (fake_clusters.py; the real probe runs in tests/e2e/test_control.py), and the
+export formats."""
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Mapping
 
-import boto3
 import pytest
-from moto import mock_aws
 
 import srm.cli.control as cli
-from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.state import EventSourceMappingRecord, StateStore, TopicMappingRecord, create_state_table
+from srm.aws.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
 from srm.config.export import format_properties, format_yaml
-from srm.config.parsing import Properties, parse_properties_text, parse_yaml_text
+from srm.config.parsing import parse_properties_text, parse_yaml_text
 from srm.config.secrets import mask_secrets
-from srm.config.settings import SrmConfig
 from srm.control.edits import Control
-from srm.core.plans import TopicInfo
-from srm.kafka.admin import KafkaUnavailableError
-
-PROPS = {
-    "clusters": "a, b",
-    "a.bootstrap.servers": "a:9092",
-    "b.bootstrap.servers": "b:9092",
-    "a->b.enabled": "true",
-    "a->b.topics": r"p\..*",
-    "b->a.enabled": "false",
-}
-
-
-class FakeProbe:
-    """Cluster a answers; cluster b does not."""
-
-    def topics(self, config: SrmConfig, alias: str) -> Mapping[str, TopicInfo]:
-        if alias == "b":
-            raise KafkaUnavailableError("cannot list topics: timed out")
-        names = {"p.one": 2, "p.two": 1, "heartbeats": 1, "p.internal": 1, "__consumer_offsets": 50, "other": 1}
-        return {n: TopicInfo(n, p) for n, p in names.items()}
-
-    def lag(self, config: SrmConfig, source: str, target: str, topics: Mapping[str, int]) -> dict[str, int | None]:
-        assert set(topics) <= {"p.one", "p.two"}  # selected data topics only
-        return {"p.one": 5, "p.two": 0}
-
-    def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None:
-        return 1_700_000_000_000 if source == "a" else None
-
-    def last_checkpoint(self, config: SrmConfig, source: str, target: str) -> int | None:
-        return None
-
-
-@pytest.fixture
-def control() -> Iterator[Control]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_config_table(client, "srm-config")
-        create_state_table(client, "srm-state")
-        control = Control(ConfigStore(client, "srm-config", cache_seconds=0))
-        control.import_config(SrmConfig.from_properties(Properties.of(PROPS)))
-        yield control
-
-
-@pytest.fixture
-def state(control: Control) -> StateStore:
-    return StateStore(boto3.client("dynamodb", region_name="us-east-1"), "srm-state")
+from tests.unit.fake_clusters import FakeProbe
 
 
 def test_status_before_any_topic_sync_asks_the_source_and_reports_an_unreachable_cluster(
@@ -146,9 +96,10 @@ def test_mask_secrets_masks_literals_and_keeps_references():
     assert masked == {"a.sasl.jaas.config": "********", "b.sasl.password": "${env:P}", "a.ssl.key.password": ""}
 
 
-def test_status_names_mappings_lambda_reports_a_problem_of(control: Control, monkeypatch: pytest.MonkeyPatch):
+def test_status_names_mappings_lambda_reports_a_problem_of(
+    control: Control, state: StateStore, monkeypatch: pytest.MonkeyPatch
+):
     # GIVEN topic sync recorded one mapping Lambda cannot authenticate and one that is fine
-    state = StateStore(boto3.client("dynamodb", region_name="us-east-1"), "srm-state")
     sasl = "PROBLEM: SASL authentication failed."
     state.put_event_source_mapping("a", "b", EventSourceMappingRecord("p.one", "u-1", True, 100, 0, 1_000, sasl))
     state.put_event_source_mapping("a", "b", EventSourceMappingRecord("p.two", "u-2", True, 100, 0, 1_000))

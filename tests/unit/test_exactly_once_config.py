@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_config import BASE, config_error, load
+from tests.unit.config_files import BASE, config_error, load
 
 
 def test_exactly_once_is_off_by_default():

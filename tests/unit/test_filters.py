@@ -14,6 +14,7 @@ from srm.core.filters import (
     should_replicate_topic,
 )
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from tests.unit.cases import by_outcome
 
 
 @pytest.mark.parametrize(
@@ -62,22 +63,25 @@ def test_pattern_list_bad_regex_raises_filter_error_naming_key_and_pattern():
     assert str(info.value).startswith("topics.exclude: 'bad(' is not a valid regex")
 
 
-@pytest.mark.parametrize(
-    ("topic", "replicated"),
-    [
-        ("orders", True),
-        ("internal-orders", True),
-        ("orders_internal", True),
-        ("orders.internal", False),
-        ("orders-internal", False),
-        ("orders.replica", False),
-        ("orders-replica", True),
-        ("__consumer_offsets", False),
-        ("_orders", True),
-    ],
+# what the default filters replicate: MM2's default topics.exclude and groups.exclude, and srm's own groups
+DEFAULT_TOPICS = by_outcome(
+    true=["orders", "internal-orders", "orders_internal", "orders-replica", "_orders"],
+    false=["orders.internal", "orders-internal", "orders.replica", "__consumer_offsets"],
 )
-def test_topic_filter_defaults_exclude_mm2_default_patterns(topic, replicated):
-    assert TopicFilter.of().should_replicate_topic(topic) is replicated
+DEFAULT_GROUPS = by_outcome(
+    true=["app", "my-console-consumer-1", "connector-app"],
+    # srm-mirror-a-b: one of our own event source groups
+    false=["console-consumer-12345", "connect-my-sink", "__internal", "srm-mirror-a-b"],
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "replicated"),
+    [("topic", *row) for row in DEFAULT_TOPICS] + [("group", *row) for row in DEFAULT_GROUPS],
+)
+def test_default_filters_exclude_mm2_default_patterns_and_our_groups(kind, name, replicated):
+    replicates = TopicFilter.of().should_replicate_topic if kind == "topic" else GroupFilter.of().should_replicate_group
+    assert replicates(name) is replicated
 
 
 def test_topic_filter_include_and_explicit_exclude():
@@ -89,22 +93,6 @@ def test_topic_filter_include_and_explicit_exclude():
     assert not f.should_replicate_topic("refunds")
     assert TopicFilter.of(".*", "").should_replicate_topic("x.internal")  # blank exclude excludes nothing
     assert not TopicFilter.of("", "").should_replicate_topic("orders")  # blank include includes nothing
-
-
-@pytest.mark.parametrize(
-    ("group", "replicated"),
-    [
-        ("app", True),
-        ("console-consumer-12345", False),
-        ("connect-my-sink", False),
-        ("__internal", False),
-        ("srm-mirror-a-b", False),  # our own event source groups
-        ("my-console-consumer-1", True),
-        ("connector-app", True),
-    ],
-)
-def test_group_filter_defaults_exclude_mm2_default_and_our_groups(group, replicated):
-    assert GroupFilter.of().should_replicate_group(group) is replicated
 
 
 def test_group_filter_include_list_and_internal_groups_never_pass():

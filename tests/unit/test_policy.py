@@ -11,6 +11,7 @@ from srm.mm2.policy import (
     ReplicationPolicy,
     load_policy,
 )
+from tests.unit.cases import by_outcome
 
 
 class SuffixPolicy(DefaultReplicationPolicy):
@@ -91,26 +92,30 @@ def test_default_policy_is_cycle_when_target_is_upstream(topic, target, cycle):
 
 @pytest.mark.parametrize(
     ("topic", "internal"),
-    [
-        ("__consumer_offsets", True),
-        ("__transaction_state", True),
-        (".hidden", True),
-        ("connect-offsets.internal", True),
-        ("connect-configs-internal", True),
-        ("a.checkpoints.internal", True),
-        ("mm2-offset-syncs.b.internal", True),
-        ("mm2-status", True),
-        ("srm-state", True),
-        ("orders", False),
-        ("heartbeats", False),
-        ("a.heartbeats", False),
-        ("orders.internalized", False),
-        ("internal", False),
-        ("internal-orders", False),
-        ("orders_internal", False),
-        ("my-mm2-topic", False),
-        ("_single_underscore", False),
-    ],
+    by_outcome(
+        true=[
+            "__consumer_offsets",
+            "__transaction_state",
+            ".hidden",
+            "connect-offsets.internal",
+            "connect-configs-internal",
+            "a.checkpoints.internal",
+            "mm2-offset-syncs.b.internal",
+            "mm2-status",
+            "srm-state",
+        ],
+        false=[
+            "orders",
+            "heartbeats",
+            "a.heartbeats",
+            "orders.internalized",
+            "internal",
+            "internal-orders",
+            "orders_internal",
+            "my-mm2-topic",
+            "_single_underscore",
+        ],
+    ),
 )
 def test_default_policy_is_internal_topic_follows_mm2_rules(topic, internal):
     assert DefaultReplicationPolicy().is_internal_topic(topic) is internal
@@ -146,14 +151,9 @@ def test_default_policy_bookkeeping_topic_names_are_mm2s(separator, enabled, hea
 
 @pytest.mark.parametrize(
     ("topic", "is_heartbeats"),
-    [
-        ("heartbeats", True),
-        ("a.heartbeats", True),
-        ("b.a.heartbeats", True),
-        ("a.heartbeats2", False),
-        ("myheartbeats", False),
-        ("heartbeats.a", False),
-    ],
+    by_outcome(
+        true=["heartbeats", "a.heartbeats", "b.a.heartbeats"], false=["a.heartbeats2", "myheartbeats", "heartbeats.a"]
+    ),
 )
 def test_default_policy_is_heartbeats_topic_by_original_name(topic, is_heartbeats):
     assert DefaultReplicationPolicy().is_heartbeats_topic(topic) is is_heartbeats

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.unit.test_template import ROOT, TEMPLATE
+from tests.unit.sam_templates import ROOT, TEMPLATE
 
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 

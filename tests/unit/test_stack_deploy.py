@@ -5,24 +5,21 @@ moto's CloudFormation lacks a few types whose services it emulates (alarms, buck
 streams, Glue jobs and triggers; its REST API ignores SAM's Swagger body): tests/support/moto_stacks.py creates
 those in moto's own backends, so nothing of either template is left out. moto's models drop some properties when
 they create a resource (tables' SSE and point-in-time recovery, buckets' versioning and public access block,
-functions' architectures, layers and logging config): test_template.py asserts those on the template itself."""
+functions' architectures, layers and logging config): the test_template*.py modules assert those on the template."""
 
 from __future__ import annotations
 
 import ast
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cfnlint.decode import cfn_yaml
 
 from tests.support.moto_stacks import REGION, DeployedStack, client, deploy, moto_server, sam_translate
 
 pytest.importorskip("samtranslator", reason="the SAM transform needs aws-sam-translator (dev dependency)")
 
-ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's default account
 FLOW = {
     "SourceAlias": "us-west",
@@ -30,14 +27,10 @@ FLOW = {
     "SourceClusterArn": f"arn:aws:kafka:{REGION}:{ACCOUNT}:cluster/us-west/5f2a8c1e-3d4b-4a6f-9c0e-7b1d2e3f4a5b-3",
     "TargetClusterArn": f"arn:aws:kafka:us-east-1:{ACCOUNT}:cluster/us-east/0c9d8e7f-6a5b-4c3d-2e1f-0a9b8c7d6e5f-2",
 }
-MONITORING = {
+MONITORING_PARAMETERS = {
     "ScriptLocation": "s3://srm-artifacts/glue_jobs/aggregate_metrics.py",
     "LayerZipLocation": "s3://srm-artifacts/layers/core.zip",
 }
-
-
-def load(name: str) -> dict[str, Any]:
-    return json.loads(json.dumps(cfn_yaml.load(str(ROOT / name))))
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +40,10 @@ def server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def flow_template() -> dict[str, Any]:
+def flow_template(template: dict[str, Any]) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AWS_DEFAULT_REGION", REGION)  # the translator needs a region, never a credential
-        return sam_translate(load("template.yaml"), FLOW)
+        return sam_translate(template, FLOW)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +52,8 @@ def flow(server: str, flow_template: dict[str, Any]) -> DeployedStack:
 
 
 @pytest.fixture(scope="module")
-def monitoring(server: str) -> DeployedStack:
-    return deploy(server, "srm-monitoring", load("template-monitoring.yaml"), MONITORING)
+def monitoring_stack(server: str, monitoring: dict[str, Any]) -> DeployedStack:
+    return deploy(server, "srm-monitoring", monitoring, MONITORING_PARAMETERS)
 
 
 def physical(stack: DeployedStack, logical_id: str) -> str:
@@ -84,9 +77,11 @@ def test_flow_stack_creates_every_resource_and_completes(flow: DeployedStack, fl
     assert all(physical(flow, k) for k in named), [k for k in named if not physical(flow, k)]
 
 
-def test_flow_stack_outputs_resolve_to_what_was_created(server: str, flow: DeployedStack) -> None:
+def test_flow_stack_outputs_resolve_to_what_was_created(
+    server: str, flow: DeployedStack, template: dict[str, Any]
+) -> None:
     outputs = flow.outputs
-    assert set(outputs) == set(load("template.yaml")["Outputs"])
+    assert set(outputs) == set(template["Outputs"])
     lam = client(server, "lambda")
     for fn in ("Mirror", "TopicSync", "Checkpoint", "Heartbeat"):
         arn = outputs[f"{fn}FunctionArn"]
@@ -179,14 +174,12 @@ def test_deployed_schedules_alarms_and_api(server: str, flow: DeployedStack) -> 
 
 
 def test_monitoring_stack_creates_every_resource_and_its_outputs_resolve(
-    server: str, monitoring: DeployedStack
+    server: str, monitoring_stack: DeployedStack, monitoring: dict[str, Any]
 ) -> None:
-    template = load("template-monitoring.yaml")
-    assert (monitoring.status, monitoring.reason, monitoring.unsupported) == ("CREATE_COMPLETE", "", set())
-    assert {k: t for k, (t, _) in monitoring.resources.items()} == {
-        k: r["Type"] for k, r in template["Resources"].items()
-    }
-    outputs = monitoring.outputs
+    stack, template = monitoring_stack, monitoring
+    assert (stack.status, stack.reason, stack.unsupported) == ("CREATE_COMPLETE", "", set())
+    assert {k: t for k, (t, _) in stack.resources.items()} == {k: r["Type"] for k, r in template["Resources"].items()}
+    outputs = stack.outputs
     assert set(outputs) == set(template["Outputs"])
     stream = client(server, "firehose").describe_delivery_stream(DeliveryStreamName=outputs["MetricsStreamName"])
     assert stream["DeliveryStreamDescription"]["DeliveryStreamARN"] == outputs["MetricsStreamArn"]

@@ -7,21 +7,16 @@ from __future__ import annotations
 import io
 import logging
 import time
-from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto import mock_aws
 
 import srm.cli.control as cli
 from srm.app import App, Environment
-from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.state import StateStore, create_state_table
-from srm.config.parsing import Properties
-from srm.config.settings import SrmConfig
+from srm.aws.state import StateStore
 from srm.control.edits import Control
 from srm.local.worker import Scheduled, Watchdog, _invoke
-from tests.unit.test_control_status import PROPS, FakeProbe
+from tests.unit.fake_clusters import FakeProbe
 
 BOUND_S = 0.2
 
@@ -36,31 +31,22 @@ class Flaky:
 
 
 @pytest.fixture
-def control() -> Iterator[Control]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_config_table(client, "srm-config")
-        create_state_table(client, "srm-state")
-        control = Control(ConfigStore(client, "srm-config", cache_seconds=0))
-        control.import_config(SrmConfig.from_properties(Properties.of(PROPS)))
-        yield control
-
-
-@pytest.fixture
-def app(control: Control) -> App:
-    return App(Environment("a", "b"), dynamodb=boto3.client("dynamodb", region_name="us-east-1"))
+def app(control: Control, state: StateStore) -> App:
+    return App(
+        Environment("a", "b", state_table=state.table), dynamodb=boto3.client("dynamodb", region_name="us-east-1")
+    )
 
 
 def test_function_failing_longer_than_the_bound_is_a_stall_until_it_succeeds(
     app: App,
     control: Control,
+    state: StateStore,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ):
     handler = Flaky()
     job = Scheduled("checkpoint", handler, lambda _c: 1.0)
     watchdog = Watchdog(app, BOUND_S)
-    state = StateStore(app.dynamodb, "srm-state")
 
     # GIVEN one failed run: not a stall, even once the bound has passed
     _invoke(job, "a", "b")

@@ -37,7 +37,7 @@ import boto3
 from aws_lambda_powertools.utilities.parameters import DynamoDBProvider
 from botocore.exceptions import BotoCoreError, ClientError
 
-from srm.aws.state import _create_table
+from srm.aws.state_table import create_table
 from srm.config.parsing import Properties
 from srm.config.scopes import ConfigSnapshot, Scope, flatten_scopes, split_scopes
 from srm.config.secrets import is_plain_secret
@@ -268,4 +268,4 @@ class ConfigStore:
 
 def create_config_table(client: Any, table: str) -> None:
     """Create the config table if missing (the local runtime; on AWS template.yaml defines it)."""
-    _create_table(client, table, "id", "sk")
+    create_table(client, table, "id", "sk")

@@ -6,8 +6,10 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from srm.cli.options import add_command, add_json, add_timeout
 from srm.cli.tables import takeover_lines
 from srm.config.settings import load_file
 from srm.errors import ConfigError, PermanentError, SrmError
@@ -18,7 +20,7 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="srm", description="serverless-srm: Kafka replication, locally or on AWS")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run every enabled flow of a config file until stopped (Ctrl-C)")
+    run = add_command(sub, "run", _run)
     run.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
     run.add_argument(
         "--endpoint-url",
@@ -58,11 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-api", action="store_true", help="no metrics API and web view on this node (the other nodes' serve it)"
     )
     run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
-    check = sub.add_parser(
-        "check",
-        help="validate a config file offline and show each cluster's client settings (secrets masked) and each "
-        "flow's filters",
-    )
+    check = add_command(sub, "check", _check)
     check.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
     check.add_argument(
         "--connect",
@@ -70,42 +68,26 @@ def _parser() -> argparse.ArgumentParser:
         help="also ask each cluster for its topics (Secrets Manager references are read): which answer, and which "
         "topics each flow would replicate now; exit 1 when a cluster does not answer",
     )
-    check.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for a cluster (default 5)")
-    takeover = sub.add_parser(
-        "takeover",
-        help="where each partition of a flow starts after MirrorMaker 2 (commit it with --no-dry-run; `srm run` "
-        "does it by itself)",
-        description="A partition srm never replicated starts at MirrorMaker 2's committed position (its offsets "
-        "topic mm2-offsets.<source>.internal on the target), else after its newest offset sync, else at the log "
-        "start. Prints each partition's start, where it was read and MM2's tail (copies it made past that position, "
-        "written again). Dry run by default: `srm run` commits the same positions before it starts a mapping.",
-    )
+    add_timeout(check, 5.0)
+    takeover = add_command(sub, "takeover", _takeover)
     takeover.add_argument("--config", required=True, type=Path, help="the config file srm run will be given")
     takeover.add_argument("--source", metavar="ALIAS", help="one flow's source (default: every enabled flow)")
     takeover.add_argument("--target", metavar="ALIAS", help="one flow's target")
     takeover.add_argument(
         "--no-dry-run", dest="dry_run", action="store_false", help="commit the start positions to the mapping groups"
     )
-    takeover.add_argument("--json", action="store_true", help="machine-readable output")
-    takeover.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a cluster (default 30)")
-    status = sub.add_parser(
-        "status",
-        help="the nodes of the srm run cluster (who leads, who holds which partitions, the last rebalance) and its "
-        "flows (topics, lag, heartbeats, checkpoints)",
-        description="Of the srm run in this directory, or, with --config, of the cluster of nodes that config file "
-        "forms (its state is read from Kafka: no node needs to run here).",
-    )
+    add_json(takeover)
+    add_timeout(takeover, 30.0)
+    status = add_command(sub, "status", _status)
     status.add_argument("--config", type=Path, help="a node's config file: read the cluster's state from Kafka")
     status.add_argument("--topics", action="store_true", help="also list each flow's topics with their lag")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
-    metrics = sub.add_parser(
-        "metrics", help="the flows and topics of the srm run in this directory: status, records/s, latency, lag"
-    )
+    add_json(status)
+    metrics = add_command(sub, "metrics", _metrics)
     metrics.add_argument("--url", help="the metrics API's base URL (default: .srm-local/api.url of this directory)")
     metrics.add_argument("--once", action="store_true", help="print once and exit (default: refresh until Ctrl-C)")
     metrics.add_argument("--json", action="store_true", help="JSON: one document per refresh (with --once: one)")
     metrics.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (default 5)")
-    demo = sub.add_parser("demo", help="start two local clusters, replicate, fail a consumer group over, report")
+    demo = add_command(sub, "demo", _demo)
     demo.add_argument("--records", type=int, default=30_000, help="records per topic of the backlog")
     demo.add_argument("--keep-data", action="store_true", help="keep the clusters' data dirs afterwards")
     demo.add_argument(
@@ -120,51 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "aws_lambda_powertools", "matplotlib", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        if args.command == "run":
-            from srm.local.runtime import RuntimeOptions, run
-
-            config = load_file(args.config)
-            for warning in config.warnings:
-                logging.warning(warning)
-            options = RuntimeOptions(
-                endpoint_url=args.endpoint_url,
-                store_port=args.store_port,
-                store=args.store,
-                node_id=args.node_id,
-                config_table=args.config_table,
-                state_table=args.state_table,
-                verbose=args.verbose,
-                metrics=not args.no_metrics,
-                metrics_table=args.metrics_table,
-                api_port=None if args.no_api else args.api_port,
-            )
-            return run(config, options)
-        if args.command == "check":
-            from srm.app import secrets_manager_resolver
-            from srm.control.check import check, print_report
-
-            report = check(
-                load_file(args.config),
-                resolver=secrets_manager_resolver(_region()) if args.connect else None,
-                connect=args.connect,
-                timeout=args.timeout,
-            )
-            return print_report(report, print)
-        if args.command == "takeover":
-            return _takeover(args)
-        if args.command == "status":
-            return _status(args)
-        if args.command == "metrics":
-            from srm.cli.metrics import watch
-            from srm.local.api_client import MetricsApiClient, find_api_url
-
-            if args.interval <= 0:
-                raise ConfigError("--interval must be a positive number of seconds")
-            watch(MetricsApiClient(find_api_url(args.url)), once=args.once, as_json=args.json, interval=args.interval)
-            return 0
-        from srm.local.demo import run_demo
-
-        return run_demo(records=args.records, keep_data=args.keep_data, chart=args.chart)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
     except ConfigError as e:
         print(f"srm: {e}", file=sys.stderr)
         return 2
@@ -175,7 +114,53 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args.command == "metrics" else 130
 
 
+# The commands: each handler's docstring is its help (the first paragraph) and description (the rest).
+def _run(args: argparse.Namespace) -> int:
+    """run every enabled flow of a config file until stopped (Ctrl-C)"""
+    from srm.local.runtime import RuntimeOptions, run
+
+    config = load_file(args.config)
+    for warning in config.warnings:
+        logging.warning(warning)
+    options = RuntimeOptions(
+        endpoint_url=args.endpoint_url,
+        store_port=args.store_port,
+        store=args.store,
+        node_id=args.node_id,
+        config_table=args.config_table,
+        state_table=args.state_table,
+        verbose=args.verbose,
+        metrics=not args.no_metrics,
+        metrics_table=args.metrics_table,
+        api_port=None if args.no_api else args.api_port,
+    )
+    return run(config, options)
+
+
+def _check(args: argparse.Namespace) -> int:
+    """validate a config file offline and show each cluster's client settings (secrets masked) and each flow's
+    filters"""
+    from srm.app import secrets_manager_resolver
+    from srm.control.check import check, print_report
+
+    report = check(
+        load_file(args.config),
+        resolver=secrets_manager_resolver(_region()) if args.connect else None,
+        connect=args.connect,
+        timeout=args.timeout,
+    )
+    return print_report(report, print)
+
+
 def _takeover(args: argparse.Namespace) -> int:
+    """where each partition of a flow starts after MirrorMaker 2 (commit it with --no-dry-run; `srm run` does it by
+    itself)
+
+    A partition srm never replicated starts at MirrorMaker 2's committed position (its offsets topic
+    mm2-offsets.<source>.internal on the target), else after its newest offset sync, else at the log start. Prints each
+    partition's start, where it was read and MM2's tail (copies it made past that position, written again). Dry run by
+    default: `srm run` commits the same positions before it starts a mapping.
+    """
     import json
 
     from srm.app import secrets_manager_resolver
@@ -196,7 +181,13 @@ def _takeover(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    """``srm-control status`` on this directory's store, or on the cluster's state read from Kafka."""
+    """the nodes of the srm run cluster (who leads, who holds which partitions, the last rebalance) and its flows
+    (topics, lag, heartbeats, checkpoints)
+
+    Of the srm run in this directory, or, with --config, of the cluster of nodes that config file forms (its state is
+    read from Kafka: no node needs to run here).
+    """
+    # srm-control status, on this directory's store or on the cluster's state read from Kafka
     from srm.cli.control import main as control
     from srm.local.store import STATE_DIR, local_store_url
 
@@ -225,6 +216,24 @@ def _status(args: argparse.Namespace) -> int:
     finally:
         server.stop()
         tables.stop()
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    """the flows and topics of the srm run in this directory: status, records/s, latency, lag"""
+    from srm.cli.metrics import watch
+    from srm.local.api_client import MetricsApiClient, find_api_url
+
+    if args.interval <= 0:
+        raise ConfigError("--interval must be a positive number of seconds")
+    watch(MetricsApiClient(find_api_url(args.url)), once=args.once, as_json=args.json, interval=args.interval)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """start two local clusters, replicate, fail a consumer group over, report"""
+    from srm.local.demo import run_demo
+
+    return run_demo(records=args.records, keep_data=args.keep_data, chart=args.chart)
 
 
 def _region() -> str:

@@ -67,14 +67,14 @@ def node_lines(status: NodesStatus, now_ms: float | None = None) -> list[str]:
             for flow, topics in sorted(n.partitions.items())
             for topic, parts in sorted(topics.items())
         )
-        alive = "yes" if n.alive else f"no (seen {age(n.seen_ms, now)})"
+        alive = "yes" if n.alive else f"no (seen {age(n.record.seen_ms, now)})"
         if n.fenced_by:
             alive = f"fenced by {n.fenced_by}"
         rows.append(
             [
                 n.node_id,
                 alive,
-                f"{n.host}:{n.pid}",
+                f"{n.record.host}:{n.record.pid}",
                 ", ".join(n.leads) or "-",
                 held or "-",
                 age(n.last_rebalance_ms, now),

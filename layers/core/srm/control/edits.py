@@ -46,6 +46,7 @@ from srm.core.filters import (
     DEFAULT_TOPICS_EXCLUDE,
     FilterError,
     PatternList,
+    format_list,
     parse_list,
 )
 from srm.errors import PermanentError
@@ -98,7 +99,7 @@ class PatternSetting:
         return f"inherited from {self.defined_by}"
 
     def value(self) -> str:
-        return ", ".join(self.patterns)
+        return format_list(self.patterns)
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ class Control:
         exclude = _edit_list(flow, before.exclude, edit.add_exclude, edit.remove_exclude, notes, replace_default=False)
         _explain_additions(config, source, target, kind, edit.add, exclude, notes)
         updates = {
-            setting.key: ", ".join(patterns)
+            setting.key: format_list(patterns)
             for setting, patterns in ((before.include, include), (before.exclude, exclude))
             if tuple(patterns) != setting.patterns
         }

@@ -18,17 +18,16 @@ __all__ = ["NodeStatus", "NodeView", "NodesStatus", "NodesView", "nodes_status"]
 
 @dataclass(frozen=True)
 class NodeStatus:
-    node_id: str
-    host: str
-    pid: int
-    run_dir: str
-    started_ms: int
-    seen_ms: int
+    record: NodeRecord  # as the node registered itself: host, pid, run directory, when it started and was last seen
     alive: bool
     leads: tuple[str, ...]  # flows it runs the scheduled functions of
     partitions: Mapping[str, Mapping[str, tuple[int, ...]]]  # flow → topic → partitions held
     last_rebalance_ms: int
     fenced_by: str = ""
+
+    @property
+    def node_id(self) -> str:
+        return self.record.node_id
 
     @property
     def partition_count(self) -> int:
@@ -37,11 +36,11 @@ class NodeStatus:
     def to_dict(self) -> dict[str, Any]:
         return {
             "node": self.node_id,
-            "host": self.host,
-            "pid": self.pid,
-            "runDirectory": self.run_dir,
-            "started": _iso(self.started_ms),
-            "lastSeen": _iso(self.seen_ms),
+            "host": self.record.host,
+            "pid": self.record.pid,
+            "runDirectory": self.record.run_dir,
+            "started": _iso(self.record.started_ms),
+            "lastSeen": _iso(self.record.seen_ms),
             "alive": self.alive,
             "leaderOf": list(self.leads),
             "partitions": {f: {t: list(p) for t, p in topics.items()} for f, topics in self.partitions.items()},
@@ -115,12 +114,7 @@ def nodes_status(nodes: Nodes, flows: Iterable[Flow], now_ms: int | None = None)
 
 def _node(record: NodeRecord, members: list[MemberRecord], now: int) -> NodeStatus:
     return NodeStatus(
-        node_id=record.node_id,
-        host=record.host,
-        pid=record.pid,
-        run_dir=record.run_dir,
-        started_ms=record.started_ms,
-        seen_ms=record.seen_ms,
+        record=record,
         alive=record.alive(now),
         leads=tuple(sorted(str(Flow(m.source, m.target)) for m in members if m.leader and not m.fenced_by)),
         partitions={str(Flow(m.source, m.target)): dict(m.partitions) for m in members if m.partitions},

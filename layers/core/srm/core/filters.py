@@ -25,6 +25,7 @@ __all__ = [
     "PatternList",
     "ReplicateDecision",
     "TopicFilter",
+    "format_list",
     "is_internal_group",
     "parse_list",
     "should_replicate_topic",
@@ -63,6 +64,11 @@ def parse_list(value: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(str(v).strip() for v in value if str(v).strip())
 
 
+def format_list(values: Iterable[str]) -> str:
+    """MM2's LIST type written back: ``("a", "b")`` → ``"a, b"``, what :func:`parse_list` reads."""
+    return ", ".join(values)
+
+
 @dataclass(frozen=True)
 class PatternList:
     """Regexes matched as whole-name alternatives."""
@@ -88,7 +94,7 @@ class PatternList:
         return compiled is not None and compiled.fullmatch(name) is not None
 
     def __str__(self) -> str:
-        return ", ".join(self.patterns)
+        return format_list(self.patterns)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ import functools
 import json
 import re
 import sys
+from collections.abc import Callable
 from importlib import resources
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -65,6 +66,7 @@ Resolution = Annotated[Literal["1m", "1h"], Query(description="window size of th
 From = Annotated[int | None, Query(alias="from", description="epoch ms; default: `to` − 2 hours")]
 To = Annotated[int | None, Query(alias="to", description="epoch ms; default: now")]
 Metric = Annotated[MetricName, Path(description="the metric (MM2's and SRM's names)")]
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
 
 class ErrorMessage(BaseModel):
@@ -161,33 +163,41 @@ def replications() -> Replications:
     return app.gateway().replications(config, me, _queries().replications(), forwarded=_forwarded())
 
 
-@api.get(
-    ROUTES[1],
-    summary="The topics of a flow with their figures",
-    responses=_errors(400, 404, 502),
-)
+def _flow_route(route: str, summary: str) -> Callable[[_Handler], _Handler]:
+    """A GET route about one flow: the flow's data, or 400, 404 or 502 (its deployment did not answer)."""
+    return api.get(route, summary=summary, responses=_errors(400, 404, 502))
+
+
+def _series(
+    metric: str,
+    source: str,
+    target: str,
+    topic: str | None = None,
+    partition: int | None = None,
+    *,
+    from_: int | None,
+    to: int | None,
+    resolution: str,
+) -> MetricSeries:
+    """A metric of the flow, or of a topic (and a partition) of it, as the flow's deployment answers it."""
+    _ask_owner(source, target)
+    return _queries().series(metric, source, target, topic, partition, from_ms=from_, to_ms=to, resolution=resolution)
+
+
+@_flow_route(ROUTES[1], "The topics of a flow with their figures")
 def topics(source: str, target: str) -> Topics:
     _ask_owner(source, target)
     return _queries().topics(source, target)
 
 
-@api.get(
-    ROUTES[2],
-    summary="A metric of a flow over time",
-    responses=_errors(400, 404, 502),
-)
+@_flow_route(ROUTES[2], "A metric of a flow over time")
 def cluster_metrics(
     source: str, target: str, metric: Metric, from_: From = None, to: To = None, resolution: Resolution = "1m"
 ) -> MetricSeries:
-    _ask_owner(source, target)
-    return _queries().series(metric, source, target, from_ms=from_, to_ms=to, resolution=resolution)
+    return _series(metric, source, target, from_=from_, to=to, resolution=resolution)
 
 
-@api.get(
-    ROUTES[3],
-    summary="A metric of a topic over time",
-    responses=_errors(400, 404, 502),
-)
+@_flow_route(ROUTES[3], "A metric of a topic over time")
 def topic_metrics(
     source: str,
     target: str,
@@ -197,15 +207,10 @@ def topic_metrics(
     to: To = None,
     resolution: Resolution = "1m",
 ) -> MetricSeries:
-    _ask_owner(source, target)
-    return _queries().series(metric, source, target, upstreamTopic, from_ms=from_, to_ms=to, resolution=resolution)
+    return _series(metric, source, target, upstreamTopic, from_=from_, to=to, resolution=resolution)
 
 
-@api.get(
-    ROUTES[4],
-    summary="A metric of one partition of a topic over time",
-    responses=_errors(400, 404, 502),
-)
+@_flow_route(ROUTES[4], "A metric of one partition of a topic over time")
 def partition_metrics(
     source: str,
     target: str,
@@ -216,10 +221,7 @@ def partition_metrics(
     to: To = None,
     resolution: Resolution = "1m",
 ) -> MetricSeries:
-    _ask_owner(source, target)
-    return _queries().series(
-        metric, source, target, upstreamTopic, partition, from_ms=from_, to_ms=to, resolution=resolution
-    )
+    return _series(metric, source, target, upstreamTopic, partition, from_=from_, to=to, resolution=resolution)
 
 
 WEB = resources.files("srm.handlers") / "web"  # package data, not a package: every handler module is a function

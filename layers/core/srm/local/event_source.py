@@ -32,6 +32,7 @@ from typing import Any, Literal, cast
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from srm.core.events import DecodedEventBuilder, EventBuilder
+from srm.local.positions import WATERMARK_TIMEOUT_S, caught_up
 
 __all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats"]
 
@@ -42,7 +43,6 @@ Handler = Callable[[Any, Any], Any]  # (the MSK JSON event or a DecodedEvent, th
 GroupMembers = Callable[[str], dict[str, tuple[str, tuple[int, ...]]]]
 _TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
 _IDLE_POLL_S = 0.5  # the broker holds an empty fetch (fetch.wait.max.ms): an idle mapping costs next to nothing
-_WATERMARK_TIMEOUT_S = 5.0
 _ASSIGNMENT_CHECK_S = 1.0  # how often the assignment is compared with the topic's partitions
 _METADATA_CHECK_S = 5.0  # how often the topic's partition count is asked for
 
@@ -79,47 +79,6 @@ class LocalContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 900_000
-
-
-def _caught_up(consumer: Consumer, assignment: list[TopicPartition], positions: dict[int, int], *, fresh: bool) -> bool:
-    """Whether every assigned partition is read to its end: as the last fetch responses tell, or (``fresh``) as
-    the broker answers now. Unknown counts as not caught up.
-
-    ``positions`` (per assignment) is where the reading of each partition goes on: one past the last record handed
-    over, or, for a partition nothing was handed over from since it was assigned, its committed offset (asked once;
-    without one it is read from its log start). Not the consumer's ``position()``: librdkafka keeps that at the old
-    incarnation's offset after a recreated topic's fetch was reset to the log start, until the new one outgrows it."""
-    try:
-        unknown = [TopicPartition(tp.topic, tp.partition) for tp in assignment if tp.partition not in positions]
-        if unknown:
-            for tp in consumer.committed(unknown, timeout=_WATERMARK_TIMEOUT_S):
-                positions[tp.partition] = tp.offset
-        for tp in assignment:
-            if fresh:
-                low, high = consumer.get_watermark_offsets(tp, timeout=_WATERMARK_TIMEOUT_S)
-            else:
-                low, high = consumer.get_watermark_offsets(tp, cached=True)
-            position = positions.get(tp.partition, -1)
-            if position < 0:
-                position = low  # no committed offset: read from the log start (auto.offset.reset=earliest)
-            if high >= 0 and position > high:
-                # Reading would resume beyond the log end: the log was truncated, or the topic recreated (the
-                # consumer's position, or a committed offset a broker kept, is the old incarnation's). The fetch
-                # resets to the log start (auto.offset.reset), as Lambda's poller starts a recreated topic afresh.
-                log.warning(
-                    "event source: %s-%d resumes at %d, beyond its log end %d: the topic was recreated or truncated; "
-                    "reading it again from its log start",
-                    tp.topic,
-                    tp.partition,
-                    position,
-                    high,
-                )
-                positions[tp.partition] = position = low
-            if high < 0 or position < 0 or position < high:
-                return False
-    except KafkaException:
-        return False
-    return True
 
 
 class OversizedRecordError(RuntimeError):
@@ -170,7 +129,7 @@ class EmulatedMapping:
         self._stop_event = threading.Event()
         self._revoked = False
         self._caught_up = False  # every assigned partition read to its end, at the last empty poll
-        self._positions: dict[int, int] = {}  # per partition: where reading goes on (see _caught_up)
+        self._positions: dict[int, int] = {}  # per partition: where reading goes on (see caught_up)
         self.stats = MappingStats()
         # What the watchdog reads (monotonic seconds); kept across consumer rebuilds, so a rebuild that changes
         # nothing does not hide a stall.
@@ -396,7 +355,7 @@ class EmulatedMapping:
             more = self.settings.batch_size - 1
             return [first, *consumer.consume(num_messages=more, timeout=0)] if more else [first]
         assignment = consumer.assignment()  # rebalance callbacks only run inside poll, so this set holds here
-        self._caught_up = bool(assignment) and _caught_up(consumer, assignment, self._positions, fresh=False)
+        self._caught_up = bool(assignment) and caught_up(consumer, assignment, self._positions, fresh=False)
         if self._caught_up:
             self._progress_at = time.monotonic()
         return []
@@ -408,7 +367,7 @@ class EmulatedMapping:
         assignment = consumer.assignment()
         if not assignment:
             return  # assigned later: fetching starts from the committed offsets anyway
-        for tp in consumer.committed(assignment, timeout=_WATERMARK_TIMEOUT_S):
+        for tp in consumer.committed(assignment, timeout=WATERMARK_TIMEOUT_S):
             consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
 
     def _observe_assignment(self, consumer: Consumer) -> None:
@@ -422,7 +381,7 @@ class EmulatedMapping:
         if now >= self._next_metadata_check or (assigned and assigned[-1] >= self._partitions):
             self._next_metadata_check = now + _METADATA_CHECK_S
             try:
-                topic = consumer.list_topics(self.topic, timeout=_WATERMARK_TIMEOUT_S).topics.get(self.topic)
+                topic = consumer.list_topics(self.topic, timeout=WATERMARK_TIMEOUT_S).topics.get(self.topic)
                 if topic is not None and topic.error is None:
                     self._partitions = len(topic.partitions)
             except KafkaException:

@@ -1,5 +1,6 @@
 """The CloudWatch dashboard of one flow, defined once here: ``template.yaml`` embeds :func:`body` as the
-``DashboardBody`` of ``FlowDashboard`` (``!Sub``), and ``tests/unit/test_template.py`` checks the two are equal.
+``DashboardBody`` of ``FlowDashboard`` (``!Sub``), and ``tests/unit/test_template_monitoring.py`` checks the two are
+equal.
 After a change, regenerate the template's copy with ``python -m srm.metrics.dashboard``.
 
 The body holds CloudFormation placeholders (``${AWS::Region}``, the flow's aliases, the functions' names and the

@@ -136,15 +136,19 @@ class BatchResult:
     topics: dict[str, TopicStats] = field(default_factory=dict)  # by source topic
 
     def summary(self) -> dict[str, Any]:
+        # records not written, and what the batch found lost or reset on the source: listed only when there are any
+        only_when_any = {
+            "skipped": self.skipped,
+            "alreadyWritten": self.already_written,
+            "deadLettered": self.dead_lettered,
+            "lostOffsets": self.lost,
+            "topicResets": self.resets,
+        }
         return {
             "records": self.records,
             "bytes": self.bytes,
             "partitions": self.partitions,
             "maxLatencyMs": self.max_latency_ms,
-            **({"skipped": self.skipped} if self.skipped else {}),
-            **({"alreadyWritten": self.already_written} if self.already_written else {}),
-            **({"deadLettered": self.dead_lettered} if self.dead_lettered else {}),
-            **({"lostOffsets": self.lost} if self.lost else {}),
-            **({"topicResets": self.resets} if self.resets else {}),
+            **{key: value for key, value in only_when_any.items() if value},
             **({"heartbeatLatencyMs": self.heartbeat_latency_ms} if self.heartbeat_latency_ms is not None else {}),
         }

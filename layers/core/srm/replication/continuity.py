@@ -60,7 +60,7 @@ def check_batches(
     fail_on_data_loss: bool,
 ) -> Findings:
     """Check every partition of an event before any of it is written; records what it finds (see the module)."""
-    findings = Findings()
+    check = _Check(source, target, state, lookups, metrics, fail_on_data_loss)
     for batch in batches:
         if not len(batch):
             continue
@@ -69,86 +69,81 @@ def check_batches(
         if end is None or end == first:
             continue
         if first > end:
-            _gap(findings, topic, partition, first, end, source, target, state, lookups, metrics, fail_on_data_loss)
+            check.gap(topic, partition, first, end)
         else:
-            _backward(findings, topic, partition, end, source, target, state, lookups, metrics)
-    return findings
+            check.backward(topic, partition, end)
+    return check.findings
 
 
-def _gap(
-    findings: Findings,
-    topic: str,
-    partition: int,
-    first: int,
-    end: int,
-    source: str,
-    target: str,
-    state: StateStore,
-    lookups: SourceLookups,
-    metrics: Emitter,
-    fail: bool,
-) -> None:
-    if lookups.log_start is None:
-        return
-    log_start = lookups.log_start(topic, partition)
-    lost = lost_range(end, first, log_start)
-    if lost is None:
-        return  # compacted offsets, transaction markers, aborted records: nothing was there to replicate
-    processed = state.processed(source, target, topic, partition)
-    if processed is not None and processed > end:  # the records after the last run were skipped, not lost
-        lost = lost_range(processed, first, log_start)
-        if lost is None:
+@dataclass
+class _Check:
+    """One event's check of one flow: what it asks, where it records, and what it found so far."""
+
+    source: str
+    target: str
+    state: StateStore
+    lookups: SourceLookups
+    metrics: Emitter
+    fail_on_data_loss: bool
+    findings: Findings = field(default_factory=Findings)
+
+    def gap(self, topic: str, partition: int, first: int, end: int) -> None:
+        """The batch starts past the replicated end: lost records, unless the log start says nothing was there."""
+        if self.lookups.log_start is None:
             return
-    loss = Loss(topic, partition, *lost)
-    new = state.record_loss(source, target, topic, partition, loss.start, loss.end)
-    findings.losses.append(loss)
-    if new:
-        findings.lost[topic] += new
-        what = (
-            "the partition stops here until fail.on.data.loss is turned off"
-            if fail
-            else "replication goes on after them (fail.on.data.loss = true stops the partition instead)"
-        )
-        log.error("%s->%s %s; %s", source, target, loss.describe(), what)
-        metrics.emit(
-            DataLoss(
-                ts=int(time.time() * 1000),
-                source=source,
-                target=target,
-                topic=topic,
-                partition=partition,
-                start_offset=loss.start,
-                end_offset=loss.end,
-                lost=new,
+        source, target, state = self.source, self.target, self.state
+        log_start = self.lookups.log_start(topic, partition)
+        lost = lost_range(end, first, log_start)
+        if lost is None:
+            return  # compacted offsets, transaction markers, aborted records: nothing was there to replicate
+        processed = state.processed(source, target, topic, partition)
+        if processed is not None and processed > end:  # the records after the last run were skipped, not lost
+            lost = lost_range(processed, first, log_start)
+            if lost is None:
+                return
+        loss = Loss(topic, partition, *lost)
+        new = state.record_loss(source, target, topic, partition, loss.start, loss.end)
+        self.findings.losses.append(loss)
+        if new:
+            self.findings.lost[topic] += new
+            what = (
+                "the partition stops here until fail.on.data.loss is turned off"
+                if self.fail_on_data_loss
+                else "replication goes on after them (fail.on.data.loss = true stops the partition instead)"
             )
+            log.error("%s->%s %s; %s", source, target, loss.describe(), what)
+            self.metrics.emit(
+                DataLoss(
+                    ts=int(time.time() * 1000),
+                    source=source,
+                    target=target,
+                    topic=topic,
+                    partition=partition,
+                    start_offset=loss.start,
+                    end_offset=loss.end,
+                    lost=new,
+                )
+            )
+
+    def backward(self, topic: str, partition: int, end: int) -> None:
+        """The batch starts below the replicated end: a topic reset (archived) or a redelivery (nothing to do)."""
+        source, target, state, lookups = self.source, self.target, self.state, self.lookups
+        origin = state.origin(source, target, topic, partition)
+        current = lookups.topic_id(topic) if lookups.topic_id is not None else None
+        log_end = lookups.log_end(topic, partition) if lookups.log_end is not None else None
+        reason = reset_reason(end, log_end, origin.topic_id if origin is not None else None, current)
+        if reason is None:
+            return  # a redelivery
+        now = int(time.time() * 1000)
+        label = str(now)
+        state.archive_partition(source, target, topic, partition, label)
+        state.record_reset(source, target, ResetRecord(topic, partition, now, end, reason, label))
+        reset = Reset(topic, partition, end, reason)
+        self.findings.resets.append(reset)
+        log.error("%s->%s %s (archived as old#%s)", source, target, reset.describe(), label)
+        self.metrics.emit(
+            TopicReset(ts=now, source=source, target=target, topic=topic, partition=partition, replicated_end=end)
         )
-
-
-def _backward(
-    findings: Findings,
-    topic: str,
-    partition: int,
-    end: int,
-    source: str,
-    target: str,
-    state: StateStore,
-    lookups: SourceLookups,
-    metrics: Emitter,
-) -> None:
-    origin = state.origin(source, target, topic, partition)
-    current = lookups.topic_id(topic) if lookups.topic_id is not None else None
-    log_end = lookups.log_end(topic, partition) if lookups.log_end is not None else None
-    reason = reset_reason(end, log_end, origin.topic_id if origin is not None else None, current)
-    if reason is None:
-        return  # a redelivery
-    now = int(time.time() * 1000)
-    label = str(now)
-    state.archive_partition(source, target, topic, partition, label)
-    state.record_reset(source, target, ResetRecord(topic, partition, now, end, reason, label))
-    reset = Reset(topic, partition, end, reason)
-    findings.resets.append(reset)
-    log.error("%s->%s %s (archived as old#%s)", source, target, reset.describe(), label)
-    metrics.emit(TopicReset(ts=now, source=source, target=target, topic=topic, partition=partition, replicated_end=end))
 
 
 def log_end_lookup(admin: AdminClient, timeout: float = 10.0) -> Callable[[str, int], int]:

@@ -79,19 +79,22 @@ def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> Bat
             for remote in {target.policy.format_remote_topic(target.source, b.topic) for b in batches}:
                 target.forget_remote_topic(remote)
         for batch in batches:
-            target.metrics.emit(
-                MirrorFailure(
-                    ts=ts,
-                    source=target.source,
-                    target=target.target,
-                    topic=batch.topic,
-                    partition=batch.partition,
-                    error=type(e).__name__,
-                    retries=1,  # the event source delivers the batch again
-                    records=len(batch),
-                )
+            _emit(
+                target,
+                MirrorFailure,
+                ts=ts,
+                topic=batch.topic,
+                partition=batch.partition,
+                error=type(e).__name__,
+                retries=1,  # the event source delivers the batch again
+                records=len(batch),
             )
         raise
+
+
+def _emit(target: MirrorContext, record: Callable[..., object], **fields: Any) -> None:
+    """Send a raw metric record of the flow (``record`` of ``fields`` and the flow's source and target)."""
+    target.metrics.emit(record(source=target.source, target=target.target, **fields))
 
 
 def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchResult:
@@ -241,17 +244,15 @@ def _count_dead_letters(target: MirrorContext, letters: list[DeadLetter]) -> Non
         per_partition.setdefault((letter.topic, letter.partition), []).append(letter)
     ts = int(time.time() * 1000)
     for (topic, partition), found in per_partition.items():
-        target.metrics.emit(
-            DeadLetterBatch(
-                ts=ts,
-                source=target.source,
-                target=target.target,
-                topic=topic,
-                partition=partition,
-                records=len(found),
-                bytes=sum(len(x.key or b"") + len(x.value or b"") for x in found),
-                error="record_too_large",
-            )
+        _emit(
+            target,
+            DeadLetterBatch,
+            ts=ts,
+            topic=topic,
+            partition=partition,
+            records=len(found),
+            bytes=sum(len(x.key or b"") + len(x.value or b"") for x in found),
+            error="record_too_large",
         )
 
 
@@ -302,19 +303,17 @@ def _measure(
         stats.bytes += size
         stats.max_latency_ms = max(stats.max_latency_ms, int(latency.max))
         stats.max_age_ms = max(stats.max_age_ms, int(age.max))
-        target.metrics.emit(
-            MirrorBatch(
-                ts=acked_ms,
-                source=target.source,
-                target=target.target,
-                topic=batch.topic,
-                remote_topic=remote,
-                partition=batch.partition,
-                records=len(batch),
-                bytes=size,
-                latency=SketchData.of(latency),
-                age=SketchData.of(age),
-            )
+        _emit(
+            target,
+            MirrorBatch,
+            ts=acked_ms,
+            topic=batch.topic,
+            remote_topic=remote,
+            partition=batch.partition,
+            records=len(batch),
+            bytes=size,
+            latency=SketchData.of(latency),
+            age=SketchData.of(age),
         )
 
 

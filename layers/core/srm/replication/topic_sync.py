@@ -138,13 +138,13 @@ def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncRe
         if ctx.event_sources is not None:
             result.mappings = sync_mappings(ctx.event_sources, source, target, plan, settings, ctx.state)
         return result
-    errors: dict[str, Exception] = {}  # step → its failure; every step runs, the run fails at the end
     stored = state.topic_mappings(source, target) if state is not None else {}
     records = {
         topic: stored.get(topic) or TopicMappingRecord(topic, remote, partitions)
         for topic, (remote, partitions) in plan.replicated.items()
     }
-    _ensure_remote_topics(ctx, plan, records, result, errors)
+    run = _Run(now, result, records)
+    _ensure_remote_topics(ctx, plan, run)
     # Under its own name, a remote topic srm did not create was there before: an origin in its own right (e.g. one
     # side of an active-active pair, where syncing both ways would undo each other's changes). It keeps its configs
     # and ACLs; only replicas srm created follow their source.
@@ -152,30 +152,29 @@ def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncRe
         t: r for t, (r, _) in plan.replicated.items() if records[t].created or not keeps_name(ctx.policy, source, t)
     }
     status = state.flow_status(source, target) if state is not None else {}
-    facts: dict[str, int | str] = {}
     refresh = settings.refresh_topics_interval_seconds
     if settings.sync_topic_configs_enabled and _due(
         status.get("topic_configs_synced_ms"), settings.sync_topic_configs_interval_seconds, refresh, now
     ):
-        _sync_configs(ctx, synced, records, result, errors, now, facts)
+        _sync_configs(ctx, run, synced)
     if settings.sync_topic_acls_enabled and _due(
         status.get("topic_acls_synced_ms"), settings.sync_topic_acls_interval_seconds, refresh, now
     ):
-        _sync_acls(ctx, synced, records, result, errors, now, facts)
+        _sync_acls(ctx, run, synced)
     if state is not None:
         for topic, record in records.items():
             if stored.get(topic) != record:
                 state.put_topic_mapping(source, target, record)
         for topic in stored.keys() - records.keys():
             state.delete_topic_mapping(source, target, topic)
-        if facts:
-            state.update_flow_status(source, target, **facts)
+        if run.facts:
+            state.update_flow_status(source, target, **run.facts)
     if ctx.event_sources is not None:
         try:
             before_create = ctx.takeover.before_create if ctx.takeover is not None else None
             result.mappings = sync_mappings(ctx.event_sources, source, target, plan, settings, state, before_create)
         except Exception as e:  # EventSourceMappingError, botocore and Kafka errors alike: reported with the rest
-            errors["event source mappings"] = e
+            run.errors["event source mappings"] = e
     ctx.metrics.emit(
         TopicSyncRun(
             ts=int(time.time() * 1000),
@@ -184,45 +183,46 @@ def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncRe
             topics_created=len(result.created),
             configs_changed=len(result.configs_changed),
             acls_changed=(result.acls.created + result.acls.deleted) if result.acls is not None else 0,
-            failed={step: 1 for step in errors},
+            failed={step: 1 for step in run.errors},
             mapping_problems=len(result.mappings.problems) if result.mappings is not None else 0,
         )
     )
-    if errors:
-        raise TopicSyncError(errors, result)
+    if run.errors:
+        raise TopicSyncError(run.errors, result)
     return result
 
 
-Records = dict[str, TopicMappingRecord]
+@dataclass
+class _Run:
+    """What the steps of one topic sync share: the flow's topic mappings as the steps update them, the result, each
+    failed step's error (every step runs; the run fails at the end) and the flow status facts to record."""
+
+    now: int
+    result: TopicSyncResult
+    records: dict[str, TopicMappingRecord]  # source topic → its mapping
+    errors: dict[str, Exception] = field(default_factory=dict)  # step → its failure
+    facts: dict[str, int | str] = field(default_factory=dict)
 
 
-def _ensure_remote_topics(
-    ctx: TopicSyncContext, plan: TopicPlan, records: Records, result: TopicSyncResult, errors: dict[str, Exception]
-) -> None:
+def _ensure_remote_topics(ctx: TopicSyncContext, plan: TopicPlan, run: _Run) -> None:
+    records = run.records
     target_topics = list_topics(ctx.target_admin) if ctx.target_admin is not None else None
     for topic, (remote, partitions) in plan.replicated.items():
         try:
             created = ctx.remote_topics.ensure_partitions(topic, remote, partitions, target_topics)
         except KafkaException as e:
-            errors[f"remote topic {remote}"] = e
+            run.errors[f"remote topic {remote}"] = e
             continue
         if created:
-            result.created.append(remote)
+            run.result.created.append(remote)
         rec = records[topic]
         records[topic] = replace(rec, remote_topic=remote, partitions=partitions, created=rec.created or created)
 
 
-def _sync_configs(
-    ctx: TopicSyncContext,
-    remote_topics: Mapping[str, str],
-    records: Records,
-    result: TopicSyncResult,
-    errors: dict[str, Exception],
-    now: int,
-    facts: dict[str, int | str],
-) -> None:
+def _sync_configs(ctx: TopicSyncContext, run: _Run, remote_topics: Mapping[str, str]) -> None:
     if ctx.target_admin is None:
         return
+    records = run.records
     try:
         held, changed = sync_topic_configs(
             ctx.source_admin,
@@ -232,25 +232,18 @@ def _sync_configs(
             ctx.settings.config_exclude(),
         )
     except KafkaException as e:
-        errors["topic configs"] = e
+        run.errors["topic configs"] = e
         return
-    result.configs_synced, result.configs_changed = True, changed
+    run.result.configs_synced, run.result.configs_changed = True, changed
     for topic, configs in held.items():
-        records[topic] = replace(records[topic], configs=configs, synced_at_ms=now)
-    facts["topic_configs_synced_ms"] = now
+        records[topic] = replace(records[topic], configs=configs, synced_at_ms=run.now)
+    run.facts["topic_configs_synced_ms"] = run.now
 
 
-def _sync_acls(
-    ctx: TopicSyncContext,
-    remote_topics: Mapping[str, str],
-    records: Records,
-    result: TopicSyncResult,
-    errors: dict[str, Exception],
-    now: int,
-    facts: dict[str, int | str],
-) -> None:
+def _sync_acls(ctx: TopicSyncContext, run: _Run, remote_topics: Mapping[str, str]) -> None:
     if ctx.target_admin is None:
         return
+    records = run.records
     try:
         acls = ctx.acls.sync(
             ctx.source,
@@ -261,12 +254,12 @@ def _sync_acls(
             {t: set(r.acls) for t, r in records.items()},
         )
     except KafkaException as e:
-        errors["topic ACLs"] = e
+        run.errors["topic ACLs"] = e
         return
-    result.acls = acls
+    run.result.acls = acls
     for topic in remote_topics:
         records[topic] = replace(records[topic], acls=tuple(sorted(acls.synced.get(topic, ()))))
-    facts["topic_acls_synced_ms"] = now
+    run.facts["topic_acls_synced_ms"] = run.now
 
 
 def _due(last_ms: int | str | None, interval_s: float, refresh_s: float, now_ms: int) -> bool:

@@ -94,6 +94,14 @@
     return span;
   }
 
+  // the figures columns the flows and the topics tables share: records/s, latency p50 and p99, lag
+  function figureCells(row, figures) {
+    cell(row, show.count(figures.record_rate), "number");
+    cell(row, show.ms(figures.latency_p50_ms), "number");
+    cell(row, show.ms(figures.latency_p99_ms), "number");
+    cell(row, show.count(figures.lag), "number");
+  }
+
   function renderFlows(chosen) {
     const body = $("flows").tBodies[0];
     body.replaceChildren();
@@ -104,10 +112,7 @@
       cell(row, `${f.source} → ${f.target}`);
       cell(row, badge(f.status));
       cell(row, show.count(f.topics), "number");
-      cell(row, show.count(f.figures.record_rate), "number");
-      cell(row, show.ms(f.figures.latency_p50_ms), "number");
-      cell(row, show.ms(f.figures.latency_p99_ms), "number");
-      cell(row, show.count(f.figures.lag), "number");
+      figureCells(row, f.figures);
       cell(row, show.ms(f.heartbeat_age_ms), "number");
       cell(row, show.time(f.last_checkpoint_ms));
       row.addEventListener("click", () => select(f.source, f.target, null));
@@ -150,10 +155,7 @@
       cell(row, t.remote_topic);
       cell(row, badge(t.status));
       cell(row, show.count(t.partitions), "number");
-      cell(row, show.count(t.figures.record_rate), "number");
-      cell(row, show.ms(t.figures.latency_p50_ms), "number");
-      cell(row, show.ms(t.figures.latency_p99_ms), "number");
-      cell(row, show.count(t.figures.lag), "number");
+      figureCells(row, t.figures);
       // a second click on the charted topic goes back to the flow
       const topic = chosen.topic === t.upstream_topic ? null : t.upstream_topic;
       row.addEventListener("click", () => select(chosen.source, chosen.target, topic));

@@ -8,33 +8,18 @@ to its log, and what :meth:`Tables.apply` replays elsewhere.
 
 from __future__ import annotations
 
-import bisect
 import copy
 import json
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from srm.local.tables.expressions import ExpressionError, Item, Value, apply_update, compile_condition, sort_key
+from srm.local.tables.expressions import ExpressionError, Item, Value, apply_update, compile_condition
+from srm.local.tables.table import Table, TableError, key_value, validation_error
 
 __all__ = ["Change", "TableError", "Tables"]
 
 Response = dict[str, Any]
-
-
-class TableError(Exception):
-    """An error DynamoDB answers with: ``code`` is its name (``ConditionalCheckFailedException``…)."""
-
-    def __init__(self, code: str, message: str, reasons: list[dict[str, str]] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.reasons = reasons
-
-
-def _validation(message: str) -> TableError:
-    return TableError("ValidationException", message)
 
 
 @dataclass(frozen=True)
@@ -42,100 +27,10 @@ class Change:
     """One effect of a write: an item set (``item``) or deleted (None), or a table's definition set or dropped."""
 
     table: str
-    key: tuple[Any, ...] | None  # the item's key (see _Table.key_of); None: the change is to the table itself
+    key: tuple[Any, ...] | None  # the item's key (see Table.key_of); None: the change is to the table itself
     item: Item | None
     definition: dict[str, Any] | None = None
     key_item: Item | None = None  # the item's key attributes, as written
-
-
-def _key_value(value: Value) -> tuple[str, Any]:
-    kind, content = next(iter(value.items()))
-    return kind, content
-
-
-@dataclass
-class _Table:
-    definition: dict[str, Any]  # the CreateTable request, and TimeToLiveSpecification when set
-    hash_name: str = ""
-    range_name: str | None = None
-    types: dict[str, str] = field(default_factory=dict)
-    # hash key → (sorted range sort keys, range sort key → item); tables without a range key use None
-    buckets: dict[tuple[str, Any], tuple[list[Any], dict[Any, Item]]] = field(default_factory=dict)
-    created: float = field(default_factory=time.time)
-
-    def __post_init__(self) -> None:
-        for k in self.definition.get("KeySchema", []):
-            if k["KeyType"] == "HASH":
-                self.hash_name = k["AttributeName"]
-            else:
-                self.range_name = k["AttributeName"]
-        self.types = {a["AttributeName"]: a["AttributeType"] for a in self.definition.get("AttributeDefinitions", [])}
-
-    @property
-    def name(self) -> str:
-        return str(self.definition["TableName"])
-
-    def key_of(self, item: Item, what: str = "item") -> tuple[Any, ...]:
-        """``(hash key, range sort key)`` of an item or a key, validated against the schema."""
-        parts = []
-        names = [self.hash_name] + ([self.range_name] if self.range_name else [])
-        for name in names:
-            value = item.get(name)
-            if value is None:
-                raise _validation(f"One or more parameter values were invalid: Missing the key {name} in the {what}")
-            kind, _ = _key_value(value)
-            if kind != self.types.get(name, kind):
-                raise _validation(
-                    f"One or more parameter values were invalid: Type mismatch for key {name} expected: "
-                    f"{self.types[name]} actual: {kind}"
-                )
-            parts.append(value)
-        hash_key = _key_value(parts[0])
-        return (hash_key, sort_key(parts[1]) if self.range_name else None)
-
-    def key_attributes(self, item: Item) -> Item:
-        names = [self.hash_name] + ([self.range_name] if self.range_name else [])
-        return {n: item[n] for n in names}
-
-    def get(self, key: tuple[Any, ...]) -> Item | None:
-        bucket = self.buckets.get(key[0])
-        return None if bucket is None else bucket[1].get(key[1])
-
-    def set(self, key: tuple[Any, ...], item: Item | None) -> None:
-        bucket = self.buckets.get(key[0])
-        if item is None:
-            if bucket is not None and key[1] in bucket[1]:
-                del bucket[1][key[1]]
-                bucket[0].pop(bisect.bisect_left(bucket[0], key[1]))
-                if not bucket[1]:
-                    del self.buckets[key[0]]
-            return
-        if bucket is None:
-            bucket = self.buckets[key[0]] = ([], {})
-        if key[1] not in bucket[1]:
-            bisect.insort(bucket[0], key[1])
-        bucket[1][key[1]] = item
-
-    def items_of(self, hash_key: tuple[str, Any], forward: bool, after: Any = None) -> Iterator[Item]:
-        bucket = self.buckets.get(hash_key)
-        if bucket is None:
-            return
-        keys, items = bucket
-        if forward:
-            start = 0 if after is None else bisect.bisect_right(keys, after)
-            indices: Any = range(start, len(keys))
-        else:
-            end = len(keys) if after is None else bisect.bisect_left(keys, after)
-            indices = range(end - 1, -1, -1)
-        for i in indices:
-            yield items[keys[i]]
-
-    def all_items(self) -> Iterator[Item]:
-        for hash_key in sorted(self.buckets, key=repr):
-            yield from self.items_of(hash_key, True)
-
-    def count(self) -> int:
-        return sum(len(b[1]) for b in self.buckets.values())
 
 
 class Tables:
@@ -143,7 +38,7 @@ class Tables:
     as DynamoDB's JSON and returning ``(response, changes)`` (reads: the response alone)."""
 
     def __init__(self) -> None:
-        self._tables: dict[str, _Table] = {}
+        self._tables: dict[str, Table] = {}
 
     # -- dispatch ------------------------------------------------------------------------------------------------
     WRITES = frozenset(
@@ -168,9 +63,9 @@ class Tables:
         try:
             result = method(request)
         except ExpressionError as e:
-            raise _validation(str(e)) from None
+            raise validation_error(str(e)) from None
         except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise _validation(f"invalid {operation} request: {type(e).__name__}: {e}") from None
+            raise validation_error(f"invalid {operation} request: {type(e).__name__}: {e}") from None
         if operation in self.WRITES:
             return result  # type: ignore[no-any-return]
         return result, []
@@ -196,13 +91,13 @@ class Tables:
         return json.dumps([table.name, key], sort_keys=True, separators=(",", ":"))
 
     # -- tables --------------------------------------------------------------------------------------------------
-    def _table(self, name: str) -> _Table:
+    def _table(self, name: str) -> Table:
         table = self._tables.get(name)
         if table is None:
             raise TableError("ResourceNotFoundException", f"Requested resource not found: Table: {name} not found")
         return table
 
-    def _describe(self, table: _Table) -> dict[str, Any]:
+    def _describe(self, table: Table) -> dict[str, Any]:
         d = table.definition
         return {
             "TableName": table.name,
@@ -306,11 +201,11 @@ class Tables:
         self.apply(change)
         return self._returned(request, old, new), [change]
 
-    def _updated(self, table: _Table, request: dict[str, Any], old: Item | None) -> Item:
+    def _updated(self, table: Table, request: dict[str, Any], old: Item | None) -> Item:
         base = old if old is not None else dict(request["Key"])
         if "UpdateExpression" not in request:
             if "AttributeUpdates" in request:
-                raise _validation("AttributeUpdates is not supported by this store: use UpdateExpression")
+                raise validation_error("AttributeUpdates is not supported by this store: use UpdateExpression")
             return copy.deepcopy(base)
         new = apply_update(
             copy.deepcopy(base),
@@ -320,13 +215,13 @@ class Tables:
         )
         for name in table.key_attributes(request["Key"]):
             if new.get(name) != request["Key"][name]:
-                raise _validation(f"One or more parameter values were invalid: Cannot update attribute {name}")
+                raise validation_error(f"One or more parameter values were invalid: Cannot update attribute {name}")
         return new
 
     @staticmethod
     def _check(request: dict[str, Any], old: Item | None) -> None:
         if "Expected" in request:
-            raise _validation("Expected is not supported by this store: use ConditionExpression")
+            raise validation_error("Expected is not supported by this store: use ConditionExpression")
         condition = request.get("ConditionExpression")
         if condition is None:
             return
@@ -354,7 +249,7 @@ class Tables:
         for name, requests in request["RequestItems"].items():
             table = self._table(name)
             if len(requests) > 25:
-                raise _validation("Too many items requested for the BatchWriteItem call")
+                raise validation_error("Too many items requested for the BatchWriteItem call")
             for r in requests:
                 if "PutRequest" in r:
                     item = r["PutRequest"]["Item"]
@@ -374,7 +269,7 @@ class Tables:
         """All or nothing: every condition is checked first; one failing cancels the whole transaction."""
         actions = request["TransactItems"]
         if len(actions) > 100:
-            raise _validation("Member must have length less than or equal to 100")
+            raise validation_error("Member must have length less than or equal to 100")
         reasons: list[dict[str, str]] = []
         planned: list[Change] = []
         failed = False
@@ -406,7 +301,7 @@ class Tables:
                 reasons,
             )
         if len({(c.table, c.key) for c in planned}) != len(planned):
-            raise _validation("Transaction request cannot include multiple operations on one item")
+            raise validation_error("Transaction request cannot include multiple operations on one item")
         for change in planned:
             self.apply(change)
         return {}, planned
@@ -418,14 +313,14 @@ class Tables:
         values = request.get("ExpressionAttributeValues") or {}
         text = request.get("KeyConditionExpression")
         if not text:
-            raise _validation("Either the KeyConditions or KeyConditionExpression parameter must be specified")
+            raise validation_error("Either the KeyConditions or KeyConditionExpression parameter must be specified")
         key_condition = compile_condition(text, names, values)
         hash_value = _hash_value(text, table.hash_name, names or {}, values)
         forward = request.get("ScanIndexForward", True)
         after = None
         if "ExclusiveStartKey" in request:
             after = table.key_of(request["ExclusiveStartKey"], "key")[1]
-        candidates = table.items_of(_key_value(hash_value), forward, after)
+        candidates = table.items_of(key_value(hash_value), forward, after)
         return self._page(table, request, (i for i in candidates if key_condition(i)))
 
     def scan(self, request: dict[str, Any]) -> Response:
@@ -438,7 +333,7 @@ class Tables:
             items = iter(listed[index + 1 :])
         return self._page(table, request, items)
 
-    def _page(self, table: _Table, request: dict[str, Any], candidates: Iterator[Item]) -> Response:
+    def _page(self, table: Table, request: dict[str, Any], candidates: Iterator[Item]) -> Response:
         limit = request.get("Limit")
         filter_text = request.get("FilterExpression")
         keep = (
@@ -476,7 +371,7 @@ class Tables:
             elif change.table in self._tables:
                 self._tables[change.table].definition = change.definition
             else:
-                self._tables[change.table] = _Table(change.definition)
+                self._tables[change.table] = Table(change.definition)
             return
         table = self._tables.get(change.table)
         if table is not None:  # a change to a table dropped meanwhile has nothing to change
@@ -500,10 +395,10 @@ def _hash_value(text: str, hash_name: str, names: dict[str, str], values: dict[s
     alias = "|".join(re.escape(a) for a in aliases)
     m = re.search(rf"(?<![#\w])(?:{alias})\s*=\s*(:\w+)|(:\w+)\s*=\s*(?:{alias})(?![\w])", text)
     if m is None:
-        raise _validation(f"Query condition missed key schema element: {hash_name}")
+        raise validation_error(f"Query condition missed key schema element: {hash_name}")
     placeholder = m.group(1) or m.group(2)
     if placeholder not in values:
-        raise _validation(f"An expression attribute value used in expression is not defined: {placeholder}")
+        raise validation_error(f"An expression attribute value used in expression is not defined: {placeholder}")
     return values[placeholder]
 
 

@@ -11,7 +11,7 @@ is false, and an unknown placeholder is a ``ValidationException``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -146,18 +146,22 @@ class _Parser:
 
     # -- conditions ------------------------------------------------------------------------------------------------
     def condition(self) -> Predicate:
-        left = self.conjunction()
-        while self.accept("kw", "OR"):
-            right = self.conjunction()
-            left = (lambda a, b: lambda item: a(item) or b(item))(left, right)
-        return left
+        return self.joined("OR", self.conjunction, any)
 
     def conjunction(self) -> Predicate:
-        left = self.negation()
-        while self.accept("kw", "AND"):
-            right = self.negation()
-            left = (lambda a, b: lambda item: a(item) and b(item))(left, right)
-        return left
+        return self.joined("AND", self.negation, all)
+
+    def joined(
+        self, keyword: str, operand: Callable[[], Predicate], join: Callable[[Iterable[bool]], bool]
+    ) -> Predicate:
+        """Operands joined by ``keyword`` (``a OR b OR c``): evaluated left to right, no further than the answer is
+        known (``join`` is ``any`` or ``all``)."""
+        operands = [operand()]
+        while self.accept("kw", keyword):
+            operands.append(operand())
+        if len(operands) == 1:
+            return operands[0]
+        return lambda item: join(predicate(item) for predicate in operands)
 
     def negation(self) -> Predicate:
         if self.accept("kw", "NOT"):

@@ -130,6 +130,14 @@ class _Record(BaseModel):
     ts: int = Field(ge=0)
     source: str = Field(min_length=1)
     target: str = Field(min_length=1)
+    kind: str  # each kind's model fixes it (a Literal with that default)
+
+
+class _PartitionRecord(_Record):
+    """A record about one source partition."""
+
+    topic: str
+    partition: int = Field(ge=0)
 
 
 class MirrorBatch(_Record):
@@ -152,19 +160,15 @@ class MirrorFailure(_Record):
     records: int = Field(default=0, ge=0)
 
 
-class DeadLetterBatch(_Record):
+class DeadLetterBatch(_PartitionRecord):
     kind: Literal["dead_letter"] = "dead_letter"
-    topic: str
-    partition: int = Field(ge=0)
     records: int = Field(ge=0)
     bytes: int = Field(ge=0)
     error: str
 
 
-class LagSample(_Record):
+class LagSample(_PartitionRecord):
     kind: Literal["lag"] = "lag"
-    topic: str
-    partition: int = Field(ge=0)
     log_end: int = Field(ge=0)
     committed: int | None = Field(default=None, ge=0)
     lag: int = Field(ge=0)
@@ -194,33 +198,18 @@ class TopicSyncRun(_Record):
     mapping_problems: int = Field(default=0, ge=0)
 
 
-class DataLoss(_Record):
+class DataLoss(_PartitionRecord):
     kind: Literal["data_loss"] = "data_loss"
-    topic: str
-    partition: int = Field(ge=0)
     start_offset: int = Field(ge=0)
     end_offset: int = Field(ge=0)
     lost: int = Field(ge=0)
 
 
-class TopicReset(_Record):
+class TopicReset(_PartitionRecord):
     kind: Literal["topic_reset"] = "topic_reset"
-    topic: str
-    partition: int = Field(ge=0)
     replicated_end: int = Field(ge=0)
 
 
-_KIND_MODELS: tuple[type[_Record], ...] = (
-    MirrorBatch,
-    MirrorFailure,
-    DeadLetterBatch,
-    LagSample,
-    CheckpointRun,
-    HeartbeatSample,
-    TopicSyncRun,
-    DataLoss,
-    TopicReset,
-)
 MetricRecord = Annotated[
     Union[  # noqa: UP007
         MirrorBatch,
@@ -235,6 +224,7 @@ MetricRecord = Annotated[
     ],
     Field(discriminator="kind"),
 ]
+_KIND_MODELS: tuple[type[_Record], ...] = typing.get_args(typing.get_args(MetricRecord)[0])
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(MetricRecord)
 
 KINDS: tuple[str, ...] = tuple(model.model_fields["kind"].default for model in _KIND_MODELS)

@@ -1,0 +1,127 @@
+"""What every function's wiring starts from: the container's clients and stores, its configuration, and the flow it
+serves (:meth:`AppBase._bind`). One instance per container; each function's wiring (:mod:`srm.app`) extends it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any, NamedTuple, TypedDict
+
+import boto3
+from botocore.config import Config
+from confluent_kafka import Producer
+
+from srm.app.environment import Environment
+from srm.aws.config_table import ConfigStore
+from srm.aws.firehose import FirehoseSink
+from srm.aws.metrics_table import MetricsTable
+from srm.aws.nodes import Nodes
+from srm.aws.secrets import secrets_manager_resolver
+from srm.aws.state import StateStore
+from srm.config.settings import FlowSettings, SrmConfig
+from srm.flow import Flow
+from srm.kafka.admin import RemoteTopics, ensure_topic
+from srm.kafka.clients import KafkaClients
+from srm.kafka.raw_metrics import KafkaSink
+from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
+from srm.mm2.policy import ReplicationPolicy
+
+__all__ = ["AppBase", "Bound", "FlowFields"]
+
+
+class FlowFields(TypedDict):
+    """The fields every function context starts with."""
+
+    source: str
+    target: str
+    settings: FlowSettings
+    policy: ReplicationPolicy
+
+
+class Bound(NamedTuple):
+    """This container's flow, checked against the current configuration, with its settings and policy."""
+
+    flow: Flow
+    config: SrmConfig
+    settings: FlowSettings
+    policy: ReplicationPolicy
+
+    def context_fields(self) -> FlowFields:
+        source, target = self.flow
+        return FlowFields(source=source, target=target, settings=self.settings, policy=self.policy)
+
+
+class AppBase:
+    """The container's clients and stores; the per-container caches of what functions share (remote topics, internal
+    topics) are kept here, each function's own by its wiring."""
+
+    def __init__(self, env: Environment, dynamodb: Any | None = None) -> None:
+        self.env = env
+        self.dynamodb = dynamodb or boto3.client(
+            "dynamodb", region_name=env.region, config=Config(retries={"max_attempts": 5, "mode": "standard"})
+        )
+        self.config_store = ConfigStore(self.dynamodb, env.config_table, env.config_cache_seconds)
+        self.state = StateStore(self.dynamodb, env.state_table)
+        self.metrics_table = MetricsTable(self.dynamodb, env.metrics_table)
+        self.kafka = KafkaClients(secrets_manager_resolver(env.region, env.secrets_cache_seconds))
+        self._remote_topics: dict[Flow, RemoteTopics] = {}
+        self._internal_topics: set[tuple[str, str]] = set()
+        self._internal_topic_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self.metrics = self._metrics_emitter()
+
+    def _metrics_emitter(self) -> Emitter:
+        """One emitter per container: its sender thread carries raw metric records off the record path."""
+        producer = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"  # unique: ids are producer:seq
+        if self.env.metrics_stream:
+            client = boto3.client("firehose", region_name=self.env.region, config=Config(retries={"mode": "standard"}))
+            return MetricsEmitter(FirehoseSink(client, self.env.metrics_stream), producer=producer)
+        if self.env.metrics_topic and self.env.store_cluster:
+            alias, topic = self.env.store_cluster, self.env.metrics_topic
+
+            def kafka_producer() -> Producer:
+                return self.kafka.producer(self.config(), alias, None, delivery_timeout_ms=30_000, tag="metrics")
+
+            return MetricsEmitter(KafkaSink(kafka_producer, topic), producer=producer)
+        if self.env.metrics_dir:
+            return MetricsEmitter(FileSink(Path(self.env.metrics_dir) / "raw", producer), producer=producer)
+        return NullEmitter()
+
+    def config(self) -> SrmConfig:
+        return self.config_store.load()
+
+    def nodes(self, config: SrmConfig) -> Nodes:
+        """The nodes of this ``srm run`` cluster, as the state records them."""
+        return Nodes(self.dynamodb, self.env.state_table, config.nodes().group_id)
+
+    def remote_topics(self, config: SrmConfig, source: str, target: str) -> RemoteTopics:
+        settings = config.settings(source, target)
+        with self._lock:
+            topics = self._remote_topics.get(Flow(source, target))
+            if topics is None:
+                topics = RemoteTopics(
+                    self.kafka.admin(config, source, Flow(source, target)),
+                    self.kafka.admin(config, target, Flow(source, target)),
+                    settings.replication_factor,
+                    settings.config_exclude(),
+                )
+                self._remote_topics[Flow(source, target)] = topics
+            return topics
+
+    def ensure_internal_topic(self, config: SrmConfig, alias: str, topic: str, replication_factor: int) -> None:
+        """Create a single-partition compacted bookkeeping topic once per container (MM2's internal topics)."""
+        with self._internal_topic_lock:  # once per container, even when several invocations race here
+            if (alias, topic) in self._internal_topics:
+                return
+            ensure_topic(self.kafka.admin(config, alias), topic, 1, replication_factor, {"cleanup.policy": "compact"})
+            self._internal_topics.add((alias, topic))
+
+    def _bind(self) -> Bound:
+        """The preamble every function context starts with: this container's flow, checked against the current
+        (cached) configuration, with its settings and policy."""
+        source, target = self.env.flow()
+        config = self.config()
+        flow = config.check_flow(source, target)
+        return Bound(flow, config, config.settings(source, target), config.policy(source, target))

@@ -1,0 +1,31 @@
+"""What both CLIs spell the same way: a command documented by its handler's docstring, ``--json``, ``--timeout``."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["add_command", "add_json", "add_timeout"]
+
+
+def add_command(subparsers: Any, name: str, handler: Callable[..., int], **options: Any) -> argparse.ArgumentParser:
+    """The command ``name``, run by ``handler`` and documented by its docstring: the first paragraph is the command's
+    line in the list of commands, the rest (if any) the description its ``--help`` shows."""
+    summary, _, description = (inspect.getdoc(handler) or "").partition("\n\n")
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=summary, description=description or None, **options
+    )
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_timeout(parser: argparse.ArgumentParser, seconds: float) -> None:
+    parser.add_argument(
+        "--timeout", type=float, default=seconds, help=f"seconds to wait for a cluster (default {seconds:g})"
+    )

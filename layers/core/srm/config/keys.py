@@ -1,0 +1,188 @@
+"""The keys of a configuration: which ones SRM knows, and how a key resolves across the levels that may set it.
+
+Hierarchy (SRM's): global < ``<alias>.`` < ``<source>-><target>.``. For a replication's settings the cluster
+level is the *target* alias (where SRM runs a replication's workers). Kafka client settings resolve in
+:func:`client_properties`; every other lookup goes through :func:`resolve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from srm.config.flow_settings import SETTING_KEYS
+from srm.config.nodes import NODE_KEYS
+from srm.flow import Flow
+
+__all__ = [
+    "CLIENT_ROLES",
+    "GLOBAL_KEYS",
+    "METRICS_AGGREGATION_INTERVAL",
+    "METRICS_API_DEPLOYMENT_NAME",
+    "METRICS_API_GATEWAY",
+    "METRICS_API_PEERS",
+    "RESERVED_ALIASES",
+    "client_properties",
+    "is_known_key",
+    "resolve",
+]
+
+CLIENT_ROLES = ("producer", "consumer", "admin")
+SIDES = ("source", "target")
+
+# Kafka client settings that apply to every client of a cluster without a role prefix (MM2's CLIENT_CONFIG_DEF).
+_COMMON_CLIENT_KEYS = frozenset({"bootstrap.servers", "security.protocol", "client.id", "client.rack"})
+_COMMON_CLIENT_PREFIXES = ("ssl.", "sasl.")
+# Kafka Connect / MM2 driver settings that have no meaning in a serverless runtime: accepted, not used.
+_IGNORED_KEYS = frozenset(
+    {
+        "tasks.max",
+        "dedicated.mode.enable.internal.rest",
+        "emit.heartbeats.enabled.for.disabled.flows",
+        "sync.topic.acls.principal.mapping",
+        "admin.timeout.ms",
+        "consumer.poll.timeout.ms",
+        "topic.filter.class",
+        "group.filter.class",
+        "config.property.filter.class",
+        "forwarding.admin.class",
+        "config.providers",
+        "replication.policy.internal.topic.separator.enabled",
+        "use.defaults.from",
+        "metric.reporters",
+        "copy.source.offset.in.header.enabled",
+        "disable.source.topic.auto.creation",
+        "exactly.once.support",
+        "name",
+        "connector.class",
+        "source.cluster.alias",
+        "target.cluster.alias",
+    }
+)
+_IGNORED_PREFIXES = (
+    "offset.storage.",
+    "config.storage.",
+    "status.storage.",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "workers.",
+    "connectors.",
+    "config.providers.",
+    "listeners",
+    "rest.",
+    "mm.",
+    "task.",
+    "worker.",
+    "errors.",
+    "offset.flush.",
+    "scheduled.rebalance.",
+)
+
+# Settings of the whole runtime, never of one flow or cluster.
+METRICS_AGGREGATION_INTERVAL = "metrics.aggregation.interval.seconds"
+# Remote querying: the name this deployment advertises its metrics API under, whether its API acts as a gateway
+# (discovers peers through the clusters), and peers' API base URLs it queries besides.
+METRICS_API_DEPLOYMENT_NAME = "metrics.api.deployment.name"
+METRICS_API_GATEWAY = "metrics.api.gateway.enabled"
+METRICS_API_PEERS = "metrics.api.peers"
+GLOBAL_KEYS = (
+    frozenset({METRICS_AGGREGATION_INTERVAL, METRICS_API_DEPLOYMENT_NAME, METRICS_API_GATEWAY, METRICS_API_PEERS})
+    | NODE_KEYS
+)
+# An alias prefixes its cluster's settings, so it cannot be the first word of another setting.
+RESERVED_ALIASES = frozenset(
+    {k.split(".")[0] for k in SETTING_KEYS | _IGNORED_KEYS | _COMMON_CLIENT_KEYS}
+    | {p.split(".")[0] for p in _IGNORED_PREFIXES + _COMMON_CLIENT_PREFIXES}
+    | set(CLIENT_ROLES)
+    | set(SIDES)
+    | {"clusters"}
+    | {k.split(".")[0] for k in GLOBAL_KEYS}
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Resolution
+# ---------------------------------------------------------------------------------------------------------------
+def resolve(
+    props: Mapping[str, str], key: str, *, source: str | None = None, target: str | None = None
+) -> tuple[str, str] | None:
+    """The value of a setting and the key it was found under: ``source->target.key``, then ``target.key``, then
+    ``key``; None when no level sets it. (``source`` and ``target`` name the replication being resolved.)"""
+    candidates = []
+    if source and target:
+        candidates.append(f"{source}->{target}.{key}")
+    if target:
+        candidates.append(f"{target}.{key}")
+    candidates.append(key)
+    for candidate in candidates:
+        if candidate in props:
+            return props[candidate], candidate
+    return None
+
+
+def client_properties(
+    props: Mapping[str, str],
+    cluster: str,
+    role: str,
+    *,
+    flow: Flow | None = None,
+) -> dict[str, tuple[str, str]]:
+    """Kafka client settings for a ``role`` client (producer, consumer, admin) of ``cluster``, as
+    ``{client key: (value, defining key)}``. Later layers win:
+
+    1. global common keys (``bootstrap.servers``, ``security.protocol``, ``ssl.*``, ``sasl.*``…)
+    2. ``<role>.k`` — global, every cluster
+    3. ``<source|target>.<role>.k`` — global, by the cluster's side in the replication
+    4. ``<cluster>.k`` (common keys only) and 5. ``<cluster>.<role>.k``
+    6. ``<source>-><target>.<role>.k`` and 7. ``<source>-><target>.<source|target>.<role>.k``
+    """
+    if role not in CLIENT_ROLES:
+        raise ValueError(f"unknown client role {role!r}")
+    side = None
+    if flow is not None:
+        side = "source" if cluster == flow[0] else "target"
+    layers: list[tuple[str, bool]] = [("", True), (f"{role}.", False)]
+    if side:
+        layers.append((f"{side}.{role}.", False))
+    layers += [(f"{cluster}.", True), (f"{cluster}.{role}.", False)]
+    if flow is not None:
+        name = str(Flow(*flow))
+        layers += [(f"{name}.{role}.", False), (f"{name}.{side}.{role}.", False)]
+    result: dict[str, tuple[str, str]] = {}
+    for prefix, common_only in layers:
+        for full_key, value in props.items():
+            if not full_key.startswith(prefix):
+                continue
+            k = full_key[len(prefix) :]
+            if not k or (common_only and not _is_common_client_key(k)):
+                continue
+            result[k] = (value, full_key)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Which keys SRM knows
+# ---------------------------------------------------------------------------------------------------------------
+def is_known_key(key: str) -> bool:
+    """A key that may follow an ``<alias>.`` or ``a->b.`` prefix, or stand globally."""
+    return key in SETTING_KEYS or _is_client_key(key) or _is_ignored(key)
+
+
+def _is_common_client_key(key: str) -> bool:
+    return key in _COMMON_CLIENT_KEYS or key.startswith(_COMMON_CLIENT_PREFIXES)
+
+
+def _is_ignored(key: str) -> bool:
+    return key in _IGNORED_KEYS or key.startswith(_IGNORED_PREFIXES)
+
+
+def _is_client_key(key: str) -> bool:
+    if _is_common_client_key(key):
+        return True
+    head, _, rest = key.partition(".")
+    if head in CLIENT_ROLES and rest:
+        return True
+    if head in SIDES:
+        role, _, rest2 = rest.partition(".")
+        return (role in CLIENT_ROLES and bool(rest2)) or rest.startswith("cluster.")
+    return False

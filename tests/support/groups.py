@@ -1,0 +1,43 @@
+"""Members of a consumer group that are no part of srm: what takes partitions away from a mapping."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from confluent_kafka import Consumer
+
+
+class Squatter:
+    """A consumer of ``group`` that polls and never commits: it holds whatever it is assigned until it leaves.
+    ``assignor``: the group's ``partition.assignment.strategy`` where its members use another than the client's
+    default (the group would refuse the squatter otherwise)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str | None = None) -> None:
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+        if assignor is not None:
+            config["partition.assignment.strategy"] = assignor
+        self.consumer = Consumer(config)
+        self.consumer.subscribe([topic])
+        self.partitions: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.consumer.poll(0.1)
+            self.partitions = [tp.partition for tp in self.consumer.assignment()]  # on the polling thread only
+
+    def assigned(self) -> list[int]:
+        return self.partitions
+
+    def leave(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
