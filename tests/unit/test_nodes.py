@@ -43,9 +43,12 @@ def test_a_crashed_start_here_or_an_expired_node_is_no_obstacle(nodes: Nodes, tm
     nodes.put_node(record("gone", seen_ago_ms=NODE_EXPIRY_MS + 1))
     # WHEN they start again THEN they claim their ids, and a clean stop removes the item
     presence.claim()
-    NodePresence(nodes, "gone", tmp_path / "elsewhere").claim()
+    revived = NodePresence(nodes, "gone", tmp_path / "elsewhere")
+    revived.claim()
     assert nodes.nodes()["me"].token == presence.record.token
+    assert nodes.nodes()["gone"].token == revived.record.token
     presence.leave()
+    revived.leave()  # its heartbeat thread must not outlive the test's moto tables
     assert "me" not in nodes.nodes()
 
 
