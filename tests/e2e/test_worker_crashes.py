@@ -74,11 +74,12 @@ def test_mapping_whose_group_is_held_by_another_member_is_reported_stalled_and_r
         squatter = Squatter(a, f"srm-mirror.a-b.{topic}", topic, assignor="cooperative-sticky")  # the mapping's
         try:
             held = wait_for(squatter.assigned, timeout=30, message="the other member holding a partition")
+            joined = len(run.output())  # a start slowed by a busy machine may have had a stall of its own before
             produce(a, topic, numbered_records(100, 2, topic, start=100))
 
             # THEN srm run reports the stall, naming the partition and who holds it
-            wait_log(run, f"a->b: topic {topic} stalled since", timeout=30)
-            line = next(x for x in run.output().splitlines() if f"topic {topic} stalled since" in x)
+            stalled = wait_log(run, f"a->b: topic {topic} stalled since", timeout=30, since=joined)
+            line = run.output()[stalled:].splitlines()[0]
             assert f"partition {held[0]} of 2 of {topic} not assigned" in line, line
             assert "held by 1 other member(s)" in line, line
             # … and so does srm-control status
@@ -93,7 +94,7 @@ def test_mapping_whose_group_is_held_by_another_member_is_reported_stalled_and_r
             squatter.leave()
 
         # WHEN that member leaves, the mapping gets its partition back: the stall ends, and every record is replicated
-        wait_log(run, f"a->b: topic {topic} recovered after", timeout=60)
+        wait_log(run, f"a->b: topic {topic} recovered after", timeout=60, since=stalled)
         wait_no_loss(a, topic, b, f"a.{topic}", timeout=60, message="every record replicated")
         wait_for(
             lambda: "stalled since" not in status_text(tmp_path), timeout=30, interval=1.0, message="the stall cleared"

@@ -153,11 +153,13 @@ def group_offsets(cwd: Path, group: str, *args: str, target: str = "b") -> subpr
     )
 
 
-def wait_log(run: SrmRun, text: str, timeout: float = 30.0) -> None:
+def wait_log(run: SrmRun, text: str, timeout: float = 30.0, since: int = 0) -> int:
+    """Wait until ``text`` is in the output after its first ``since`` characters; where it is."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if text in run.output():
-            return
+        at = run.output().find(text, since)
+        if at >= 0:
+            return at
         if not run.alive():
             break
         time.sleep(0.2)
