@@ -1,6 +1,7 @@
 """The Kafka store on a real broker (srm.local.tables): the nodes' shared tables through DynamoDB's HTTP API —
 another node reads what one wrote, a conditional write sees what another node wrote before it, a transaction is
-all or nothing, a restarted node reads everything back from the log, and compaction keeps the latest value."""
+all or nothing (and a failed one does not hold up the next), a restarted node reads everything back from the log,
+and compaction keeps the latest value."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from srm.aws.state import StateStore, create_state_table
 from srm.core.offsets import Run
 from srm.local.tables.replicated import ReplicatedTables
 from srm.local.tables.server import TablesServer
-from tests.support.kafka import create_topic, unique
+from tests.support.kafka import create_topic, unique, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -23,9 +24,9 @@ pytestmark = pytest.mark.integration
 class Node:
     """One node's store: its replica of the topic's tables, served over HTTP, and a boto3 client of it."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, **producer: str) -> None:
         conf = {"bootstrap.servers": bootstrap}
-        self.tables = ReplicatedTables(topic, dict(conf), dict(conf))
+        self.tables = ReplicatedTables(topic, dict(conf), {**conf, **producer})
         self.tables.start(60)
         self.server = TablesServer(self.tables)
         self.db: Any = boto3.client(
@@ -122,3 +123,39 @@ def test_a_transaction_is_all_or_nothing_and_a_deleted_item_stays_deleted(store)
         ConsistentRead=True,
     )["Items"]
     assert items == [{"pk": {"S": "p"}, "sk": {"S": "b"}}]
+
+
+def test_a_transaction_that_failed_does_not_hold_up_the_next(store) -> None:
+    bootstrap, topic, nodes = store
+    # GIVEN a node whose producer refuses records over 4 KB (as a broker refuses an oversized batch)
+    node = Node(bootstrap, topic, **{"message.max.bytes": "4096"})
+    nodes.append(node)
+    create_state_table(node.db, "state")
+
+    def transaction(*items: dict[str, Any]) -> None:
+        node.db.transact_write_items(TransactItems=[{"Put": {"TableName": "state", "Item": i}} for i in items])
+
+    # WHEN a transaction fails half-way through its writes
+    with pytest.raises(node.db.exceptions.ClientError):
+        big = {"pk": {"S": "p"}, "sk": {"S": "big"}, "v": {"S": "x" * 8000}}
+        transaction({"pk": {"S": "p"}, "sk": {"S": "a"}}, big)
+
+    # THEN the next transaction is written once the log is read again (the first one's is not left open)
+    def written() -> bool:
+        try:
+            transaction({"pk": {"S": "p"}, "sk": {"S": "b"}}, {"pk": {"S": "p"}, "sk": {"S": "c"}})
+        except node.db.exceptions.ClientError:
+            return False
+        return True
+
+    wait_for(written, timeout=30, message="a transaction written after a failed one")
+    # AND neither wrote half of itself
+    other = Node(bootstrap, topic)
+    nodes.append(other)
+    items = other.db.query(
+        TableName="state",
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": "p"}},
+        ConsistentRead=True,
+    )["Items"]
+    assert [i["sk"]["S"] for i in items] == ["b", "c"]

@@ -21,6 +21,7 @@ from srm.core.offsets import (
     Run,
     doubt,
     doubt_back,
+    in_flux,
     merge_runs,
     runs_from_pairs,
     translate,
@@ -266,6 +267,7 @@ def test_translate_back_every_position_equals_brute_force_and_never_skips(histor
         runs = merge_runs(runs, runs_from_pairs(batch))
         latest.update(batch)
     latest = expand(runs)
+    assert not in_flux(runs)  # settled runs are never refused
     last_downstream = max(latest.values())
     for position in range(0, last_downstream + 4):
         back = translate_back(runs, position)
@@ -363,10 +365,24 @@ def test_doubt_gap_without_downstream_writes_needs_no_check():
 def test_doubt_back_below_first_run_only_when_origin_resumed_or_unknown():
     runs = [Run(500, 1_000, 10)]
 
-    assert doubt_back(runs, 1_000, None) is None
-    assert doubt_back(runs, 999, Origin(500, fresh=True)) is None
-    assert "resumed" in (doubt_back(runs, 999, Origin(500, fresh=False)) or "")
-    assert doubt_back(runs, 999, None) is not None
+    assert doubt_back(runs, 1_000, no_origin_asked) is None
+    assert doubt_back(runs, 999, lambda: Origin(500, fresh=True)) is None
+    assert "resumed" in (doubt_back(runs, 999, lambda: Origin(500, fresh=False)) or "")
+    assert doubt_back(runs, 999, lambda: None) is not None
+
+
+def test_translate_back_refuses_runs_read_mid_rewrite():
+    # GIVEN upstream 0..19 were copied to 0..19 in runs split by a marker at 10, and a redelivery of upstream 0..19
+    # to 100..119 has re-pointed the first run but not yet the second
+    settled = [Run(0, 0, 10), Run(11, 10, 9)]
+    mid_rewrite = [Run(0, 100, 10), Run(11, 10, 9)]
+
+    # THEN the consumer at downstream 5 (upstream 5) is never sent to upstream 11, skipping 5..9
+    assert translate_back(settled, 5) == 5
+    assert translate_back(mid_rewrite, 5) is None
+    assert "rewritten" in (doubt_back(mid_rewrite, 5, no_origin_asked) or "")
+    assert doubt_back(settled, 5, no_origin_asked) is None
+    assert not in_flux(settled) and in_flux(mid_rewrite)
 
 
 def replay(history: History, restore_before: int, restore_to: int):

@@ -141,16 +141,20 @@ def translate_group(
             continue
         upstream, runs = _failback(topic, source, target, policy, state, partition)
         if upstream is not None:
-            back = translate_back(runs, offset)
-            note = "" if back is not None else "beyond what was replicated"
-            if back is not None and runs and offset < runs[0].downstream:
-                unsure = doubt_back(runs, offset, state.origin(target, source, upstream, partition))
-                if unsure is not None:
-                    back, note = None, unsure
+            back, note = _back(runs, offset, lambda: state.origin(target, source, upstream, partition))  # noqa: B023 (called at once)
             results.append(
                 PartitionTranslation(group, topic, partition, offset, metadata, upstream, back, "failback", note)
             )
     return results
+
+
+def _back(runs: list[Run], offset: int, origin: Callable[[], Origin | None]) -> tuple[int | None, str]:
+    """:func:`translate_back`, taking nothing on trust: the upstream offset, or None and why."""
+    unsure = doubt_back(runs, offset, origin)
+    if unsure is not None:
+        return None, unsure
+    back = translate_back(runs, offset)
+    return back, "" if back is not None else "beyond what was replicated"
 
 
 def _forward(

@@ -36,6 +36,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from operator import attrgetter
 
 from srm.core.continuity import covering
@@ -46,6 +47,7 @@ __all__ = [
     "Run",
     "doubt",
     "doubt_back",
+    "in_flux",
     "merge_runs",
     "runs_from_pairs",
     "translate",
@@ -163,9 +165,19 @@ def translate_back(runs: Sequence[Run], downstream_offset: int) -> int | None:
     sorted on both sides. The answer is the upstream offset of the first replicated record at or after
     ``downstream_offset``: a consumer that read records of a failed, superseded attempt may read them again, but
     never skips one. Past the last replicated record the answer is unknown (None) unless the consumer stopped
-    exactly there.
+    exactly there, and it is unknown while the runs are :func:`in_flux`.
     """
+    if in_flux(runs):
+        return None
     return _along(runs, downstream_offset, _DOWNSTREAM, _UPSTREAM)
+
+
+def in_flux(runs: Sequence[Run]) -> bool:
+    """Whether ``runs`` were read while a redelivered batch rewrote them. Settled runs grow downstream as they grow
+    upstream (a redelivery replaces every run from its first offset on and appends after all of them), but the
+    rewrite is several writes, and a reader between them sees a re-pointed run beside runs it has not replaced
+    yet: a search along the downstream side would then land past records not yet re-copied."""
+    return any(later.downstream < earlier.downstream_end for earlier, later in pairwise(runs))
 
 
 _UPSTREAM = attrgetter("upstream")
@@ -230,18 +242,22 @@ def doubt(runs: Sequence[Run], upstream_offset: int, origin: Origin | None) -> D
     )
 
 
-def doubt_back(runs: Sequence[Run], downstream_offset: int, origin: Origin | None) -> str | None:
-    """Why :func:`translate_back`'s answer for ``downstream_offset`` may skip records, or None when it cannot: a
-    position below the first run, when the runs begin where the mirror resumed (copies of earlier records may lie
-    below it) or do not say where they begin. ``origin`` as for :func:`doubt`."""
+def doubt_back(runs: Sequence[Run], downstream_offset: int, origin: Callable[[], Origin | None]) -> str | None:
+    """Why :func:`translate_back` has no sure answer for ``downstream_offset``, or None when it has one (or none at
+    all): runs read mid-rewrite, or a position below the first run when the runs begin where the mirror resumed
+    (copies of earlier records may lie below it) or do not say where they begin. ``origin()`` is the partition's
+    origin (see :func:`doubt`), asked for only below the first run."""
+    if in_flux(runs):
+        return "its offset runs were being rewritten (a redelivered batch): translated on the next run"
     if not runs or downstream_offset >= runs[0].downstream:
         return None
-    if origin is None:
+    found = origin()
+    if found is None:
         return "the state does not record where its offset runs begin"
-    if origin.fresh:
+    if found.fresh:
         return None
     return (
-        f"the state's offset runs begin at upstream offset {origin.offset}, where the mirror resumed from a committed "
+        f"the state's offset runs begin at upstream offset {found.offset}, where the mirror resumed from a committed "
         "offset: earlier records were replicated by a run whose state is gone"
     )
 

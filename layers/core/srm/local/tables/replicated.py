@@ -258,6 +258,7 @@ class ReplicatedTables:
             delivery = _Delivery(0)
             delivery.errors.append(str(e))
         if delivery.errors or not delivery.done():
+            self._give_up_transaction()
             why = delivery.errors[0] if delivery.errors else "the transaction's changes were not acknowledged"
             self._break(f"cannot write the store's log {self.topic}: {why}")
             raise StoreUnavailableError(self._broken or why)
@@ -275,6 +276,15 @@ class ReplicatedTables:
             )
             self._transactional.init_transactions(self._sync_timeout_s)
         return self._transactional
+
+    def _give_up_transaction(self) -> None:
+        """A failed transaction may still be open, and its producer would refuse the next one: abort it if the
+        broker answers, and start the next with a new producer, whose ``init_transactions`` (same transactional id)
+        aborts whatever this one left open and fences it."""
+        producer, self._transactional = self._transactional, None
+        if producer is not None:
+            with contextlib.suppress(KafkaException):  # else fenced and aborted by the next producer
+                producer.abort_transaction(1)
 
     def _break(self, why: str) -> None:
         log.error("%s; reading the store's log again from its start", why)
