@@ -21,6 +21,8 @@ os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+# The suite's brokers start often and carry little traffic: the JIT's quick tier only (half the CPU of a start).
+os.environ.setdefault("SRM_KAFKA_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

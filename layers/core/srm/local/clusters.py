@@ -7,7 +7,10 @@ replication factor > 1 is needed. Settings suit a 2-core machine: few threads, f
 rebalance delay. Topics are auto-created as Kafka's default has it, so a test sees srm never relies on that (MSK's
 default is the other way).
 
-The jars come from :mod:`srm.local.kafka` (``make install``).
+The jars come from :mod:`srm.local.kafka` (``make install``), which also writes a class-data archive of a broker's
+start beside them (:func:`archive_classes`): a broker mapping it starts on about a third of the CPU. Extra JVM
+options for the brokers come from ``SRM_KAFKA_JVM_OPTIONS`` (the tests run the JIT's quick tier only,
+``-XX:TieredStopAtLevel=1``: their brokers start often and carry little traffic).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -27,7 +31,15 @@ from pathlib import Path
 from srm.local.kafka import libs_dir
 from srm.local.store import free_port
 
-__all__ = ["LOG4J2_PROPERTIES", "ClusterError", "Listener", "LocalCluster"]
+__all__ = [
+    "LOG4J2_PROPERTIES",
+    "ClusterError",
+    "Listener",
+    "LocalCluster",
+    "archive_classes",
+    "class_archive",
+    "extra_jvm_options",
+]
 
 # Kafka at INFO (a failing test shows what the broker did), everything else at WARN
 LOG4J2_PROPERTIES = """\
@@ -50,6 +62,60 @@ logger.raft.level = WARN
 
 # Quick start and a small footprint; the JIT stays on (the benchmark measures the brokers too).
 _JVM_OPTIONS = ("-Xms64m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
+
+_EXTRA_JVM_OPTIONS_ENV = "SRM_KAFKA_JVM_OPTIONS"
+
+
+def class_archive(version: str | None = None) -> Path:
+    """Where the broker's class-data archive of Kafka ``version`` lives (beside its jars)."""
+    return libs_dir(version).parent / "broker-classes.jsa"
+
+
+def extra_jvm_options() -> tuple[str, ...]:
+    """What ``SRM_KAFKA_JVM_OPTIONS`` adds to the command line of the local Kafka JVMs (brokers, MirrorMaker 2)."""
+    return tuple(shlex.split(os.environ.get(_EXTRA_JVM_OPTIONS_ENV, "")))
+
+
+def archive_classes(version: str | None = None) -> Path:
+    """Write Kafka ``version``'s class-data archive (unless there): the classes a one-node broker loads to start,
+    create a topic and serve a produce and a fetch, dumped when it stops."""
+    archive = class_archive(version)
+    if archive.exists():
+        return archive
+    import tempfile
+
+    partial = archive.with_name(archive.name + ".partial")
+    partial.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="srm-archive-") as work:
+        cluster = LocalCluster("archive", Path(work) / "data", version=version, archive=partial)
+        cluster.start()
+        try:
+            _serve_once(cluster.bootstrap)
+        finally:
+            cluster.stop(graceful=True, timeout=60)  # the archive is written as the JVM exits
+    if not partial.exists():
+        raise ClusterError(f"the broker of Kafka {version or 'default'} wrote no class-data archive")
+    partial.rename(archive)
+    return archive
+
+
+def _serve_once(bootstrap: str) -> None:
+    """A topic created, a record produced idempotently, fetched and its offset committed (the clients are closed
+    here, before the broker stops)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("classes", 1, 1)])["classes"].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 3})
+    producer.produce("classes", b"x")
+    producer.flush(60)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "classes"})
+    consumer.assign([TopicPartition("classes", 0, 0)])
+    consumer.consume(1, 30)
+    consumer.commit(asynchronous=False)
+    consumer.close()
+
 
 # For a 2-core machine running several clusters at once.
 _BROKER_DEFAULTS = {
@@ -141,6 +207,8 @@ class LocalCluster:
     config: Mapping[str, str] = field(default_factory=dict)
     listeners: list[Listener] = field(default_factory=list)
     scram_users: Mapping[str, str] = field(default_factory=dict)
+    version: str | None = None  # of Kafka (default: srm.local.kafka.kafka_version())
+    archive: Path | None = None  # write the brokers' class-data archive here as they exit (see archive_classes)
     _nodes: list[_Node] = field(default_factory=list, repr=False)
 
     @property
@@ -252,10 +320,20 @@ class LocalCluster:
             *jvm,
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
-            str(libs_dir() / "*"),
+            str(libs_dir(self.version) / "*"),
             main,
             *args,
         ]
+
+    def _jvm_options(self) -> tuple[str, ...]:
+        if self.archive is not None:
+            return (*_JVM_OPTIONS, f"-XX:ArchiveClassesAtExit={self.archive}", *extra_jvm_options())
+        return (*_JVM_OPTIONS, *self._shared_classes(), *extra_jvm_options())
+
+    def _shared_classes(self) -> tuple[str, ...]:
+        archive = class_archive(self.version)
+        # the JVM checks the archive against its own build and the jars, and starts without it if they differ
+        return (f"-XX:SharedArchiveFile={archive}",) if archive.exists() else ()
 
     def _write_properties(self, node: _Node) -> Path:
         path = self._node_dir(node) / "server.properties"
@@ -280,7 +358,11 @@ class LocalCluster:
             for node in pending:
                 properties = self._write_properties(node)
                 args = ("format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted", *scram)
-                command = self._java("kafka.tools.StorageTool", *args, jvm=("-Xmx256m", "-XX:TieredStopAtLevel=1"))
+                command = self._java(
+                    "kafka.tools.StorageTool",
+                    *args,
+                    jvm=("-Xmx256m", "-XX:TieredStopAtLevel=1", *self._shared_classes()),
+                )
                 runs.append((node, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
             failed = []
             for node, run in runs:
@@ -298,7 +380,7 @@ class LocalCluster:
         properties = self._write_properties(node)
         log_file = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         node.process = subprocess.Popen(
-            self._java("kafka.Kafka", str(properties), jvm=_JVM_OPTIONS),
+            self._java("kafka.Kafka", str(properties), jvm=self._jvm_options()),
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -13,7 +13,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from srm.local.clusters import LOG4J2_PROPERTIES
+from srm.local.clusters import LOG4J2_PROPERTIES, extra_jvm_options
 from srm.local.kafka import libs_dir
 
 __all__ = ["MirrorMaker", "mirror_maker_command"]
@@ -29,6 +29,7 @@ def mirror_maker_command(properties: Path, workdir: Path, heap: str = "2g") -> l
         "-Xms128m",
         f"-Xmx{heap}",
         "-XX:+UseG1GC",
+        *extra_jvm_options(),
         f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
         "-cp",
         str(libs_dir() / "*"),
