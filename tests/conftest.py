@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from srm.aws.state import StateStore, create_state_table
 from srm.local.kafka import kafka_version
 from tests.support.aws import aws
-from tests.support.clusters import Cluster, log_tails, running_clusters, using_external_clusters
+from tests.support.clusters import Cluster, SharedClusters, log_tails, running_clusters, using_external_clusters
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -60,9 +61,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cluster]]:
-    """Three clusters shared by the session (tests use unique topic names): ``a``, ``b``, ``c``."""
-    with running_clusters(tmp_path_factory.mktemp("kafka"), ("a", "b", "c")) as started:
-        yield started
+    """Three clusters shared by the session (tests use unique topic names): ``a`` and ``b``, and ``c`` started when a
+    test first asks for it (few do: a worker whose tests do not runs one broker less)."""
+    base = tmp_path_factory.mktemp("kafka")
+    eager = ("a", "b", "c") if using_external_clusters() else ("a", "b")
+    with running_clusters(base, eager) as started, contextlib.ExitStack() as later:
+        yield SharedClusters(started, lambda name: later.enter_context(running_clusters(base, (name,)))[name])
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ nothing is started). The logs of the clusters started here are attached to a fai
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +47,20 @@ class Cluster:
     def start(self) -> None:
         if self.local is not None:
             self.local.start()
+
+
+class SharedClusters(dict[str, Cluster]):
+    """Clusters by name; one of :data:`ALIASES` not started yet is started by ``start(name)`` when first asked for."""
+
+    def __init__(self, started: dict[str, Cluster], start: Callable[[str], Cluster]) -> None:
+        super().__init__(started)
+        self._start = start
+
+    def __missing__(self, name: str) -> Cluster:
+        if name.upper() not in ALIASES:
+            raise KeyError(name)
+        self[name] = cluster = self._start(name)
+        return cluster
 
 
 @contextmanager

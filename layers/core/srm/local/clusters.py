@@ -132,6 +132,8 @@ _BROKER_DEFAULTS = {
     "share.coordinator.state.topic.num.partitions": "1",
     # timed-out transactions are aborted within 2 s of their timeout, not 10 s
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+    # the controller's no-op metadata records every 5 s, not 0.5 s: a third of an idle broker's CPU
+    "metadata.max.idle.interval.ms": "5000",
 }
 
 
@@ -437,3 +439,32 @@ class LocalCluster:
                 process.poll()
         with contextlib.suppress(ChildProcessError):
             process.wait(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m srm.local.clusters archive [VERSION ...]``: write the class-data archives (run by ``make install``
+    after :mod:`srm.local.kafka` installed the jars)."""
+    import argparse
+    import sys
+
+    from srm.local.kafka import COMPATIBILITY_VERSIONS, KAFKA_VERSION, KafkaInstallError
+
+    parser = argparse.ArgumentParser(prog="python -m srm.local.clusters", description="Local Apache Kafka clusters.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cmd = sub.add_parser("archive", help="write the brokers' class-data archive of each version (once)")
+    cmd.add_argument("versions", nargs="*", help=f"default: {KAFKA_VERSION} and {', '.join(COMPATIBILITY_VERSIONS)}")
+    args = parser.parse_args(argv)
+    if os.environ.get("SRM_KAFKA_HOME"):
+        print("srm: SRM_KAFKA_HOME is set: its brokers start without a class-data archive")
+        return 0
+    for version in args.versions or (KAFKA_VERSION, *COMPATIBILITY_VERSIONS):
+        try:
+            print(f"Apache Kafka {version}: broker class-data archive {archive_classes(version)}")
+        except (KafkaInstallError, ClusterError) as e:
+            print(f"srm: {e}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,10 +1,10 @@
 """Apache Kafka for the local clusters (the demo, the tests, the benchmark): the broker's jars, resolved from Maven
 Central by a small Maven project (``infra/kafka/pom.xml``) into a folder beside the Python environment, once.
 
-``python -m srm.local.kafka install [VERSION ...]`` (run by ``make install``) fetches them, then writes a broker's
-class-data archive beside them (a quicker, cheaper start: :func:`srm.local.clusters.archive_classes`).
-``SRM_KAFKA_VERSION`` chooses the version the clusters run (default :data:`KAFKA_VERSION`); ``SRM_KAFKA_HOME`` points
-at an unpacked Apache Kafka release instead (its ``libs/`` is used as it is).
+``python -m srm.local.kafka install [VERSION ...]`` (run by ``make install``, which then has
+:mod:`srm.local.clusters` write a broker's class-data archive beside them) fetches them. ``SRM_KAFKA_VERSION``
+chooses the version the clusters run (default :data:`KAFKA_VERSION`); ``SRM_KAFKA_HOME`` points at an unpacked
+Apache Kafka release instead (its ``libs/`` is used as it is).
 """
 
 from __future__ import annotations
@@ -114,14 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     cmd = sub.add_parser("install", help="resolve Apache Kafka's jars from Maven Central (once)")
     cmd.add_argument("versions", nargs="*", help=f"default: {KAFKA_VERSION} and {', '.join(COMPATIBILITY_VERSIONS)}")
     args = parser.parse_args(argv)
-    from srm.local.clusters import ClusterError, archive_classes  # it runs the jars installed here
-
     for version in args.versions or (KAFKA_VERSION, *COMPATIBILITY_VERSIONS):
         try:
             print(f"Apache Kafka {version}: {install(version)}")
-            if not os.environ.get(_HOME_ENV):
-                print(f"Apache Kafka {version}: broker class-data archive {archive_classes(version)}")
-        except (KafkaInstallError, ClusterError) as e:
+        except KafkaInstallError as e:
             print(f"srm: {e}", file=sys.stderr)
             return 1
     return 0
