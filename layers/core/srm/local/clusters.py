@@ -132,8 +132,6 @@ _BROKER_DEFAULTS = {
     "share.coordinator.state.topic.num.partitions": "1",
     # timed-out transactions are aborted within 2 s of their timeout, not 10 s
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
-    # the controller's no-op metadata records every 5 s, not 0.5 s: a third of an idle broker's CPU
-    "metadata.max.idle.interval.ms": "5000",
 }
 
 

@@ -148,16 +148,19 @@ def read_to_end(
         return
     consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in ends])
     deadline = time.monotonic() + timeout
+    last_error = ""
     while ends:
         if time.monotonic() >= deadline:
             names = ", ".join(sorted({t for t, _ in ends}))
-            raise TimeoutError(f"reading {names} took longer than {timeout:.0f}s")
+            raise TimeoutError(f"reading {names} took longer than {timeout:.0f}s{last_error}")
         for msg in consumer.consume(batch, timeout=poll_s):
             err = msg.error()
             if err is None:
                 yield msg
-            elif err.code() != KafkaError._PARTITION_EOF and on_error is not None:
-                on_error(err)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                last_error = f" (last error: {err.str()})"
+                if on_error is not None:
+                    on_error(err)
         for tp in consumer.position([TopicPartition(t, p) for t, p in ends]):
             if tp.offset >= ends.get((tp.topic, tp.partition), 0):
                 ends.pop((tp.topic, tp.partition), None)
