@@ -52,6 +52,21 @@ def store(clusters) -> Iterator[tuple[str, str, list[Node]]]:
         node.stop()
 
 
+def items_on_another_node(store: tuple[str, str, list[Node]], pk: str) -> list[dict[str, Any]]:
+    """The items of partition key ``pk`` as a node started now reads them from the topic."""
+    bootstrap, topic, nodes = store
+    other = Node(bootstrap, topic)
+    nodes.append(other)
+    return list(
+        other.db.query(
+            TableName="state",
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": pk}},
+            ConsistentRead=True,
+        )["Items"]
+    )
+
+
 def test_two_nodes_share_the_state_and_a_restarted_node_reads_it_back(store) -> None:
     bootstrap, topic, nodes = store
     # GIVEN two nodes on one store topic, and a state table created on the first
@@ -114,15 +129,7 @@ def test_a_transaction_is_all_or_nothing_and_a_deleted_item_stays_deleted(store)
             {"Delete": {"TableName": "state", "Key": {"pk": {"S": "p"}, "sk": {"S": "a"}}}},
         ]
     )
-    other = Node(bootstrap, topic)
-    nodes.append(other)
-    items = other.db.query(
-        TableName="state",
-        KeyConditionExpression="pk = :p",
-        ExpressionAttributeValues={":p": {"S": "p"}},
-        ConsistentRead=True,
-    )["Items"]
-    assert items == [{"pk": {"S": "p"}, "sk": {"S": "b"}}]
+    assert items_on_another_node(store, "p") == [{"pk": {"S": "p"}, "sk": {"S": "b"}}]
 
 
 def test_a_transaction_that_failed_does_not_hold_up_the_next(store) -> None:
@@ -150,12 +157,4 @@ def test_a_transaction_that_failed_does_not_hold_up_the_next(store) -> None:
 
     wait_for(written, timeout=30, message="a transaction written after a failed one")
     # AND neither wrote half of itself
-    other = Node(bootstrap, topic)
-    nodes.append(other)
-    items = other.db.query(
-        TableName="state",
-        KeyConditionExpression="pk = :p",
-        ExpressionAttributeValues={":p": {"S": "p"}},
-        ConsistentRead=True,
-    )["Items"]
-    assert [i["sk"]["S"] for i in items] == ["b", "c"]
+    assert [i["sk"]["S"] for i in items_on_another_node(store, "p")] == ["b", "c"]
