@@ -286,6 +286,8 @@ def guide_acls(s: str, t: str) -> dict[str, dict[str, list[Grant]]]:
                 (TOPIC, f"{s}.", True, (Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.CREATE, Op.ALTER, Op.ALTER_CONFIGS)),
                 (TOPIC, "srm-metrics-api.internal", False, (Op.DESCRIBE, Op.CREATE, Op.WRITE)),
                 (CLUSTER, "kafka-cluster", False, (Op.ALTER,)),
+                (TOPIC, f"mm2-offsets.{s}.internal", False, (Op.DESCRIBE, Op.READ)),
+                (TOPIC, f"mm2-offset-syncs.{s}.internal", False, (Op.READ,)),
             ],
         },
         "checkpoint": {

@@ -262,9 +262,18 @@ class Takeover:
             return {}
         consumer = Consumer({**self.syncs_reader, "group.id": "srm-takeover-reader", "enable.auto.commit": "false"})
         found: dict[tuple[str, int], list[OffsetSync]] = {}
+
+        def denied(err: KafkaError) -> None:
+            if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                raise TakeoverError(
+                    f"cannot read {self.syncs_topic} on {self._syncs_location()}: srm's user needs READ on it (a new "
+                    "mapping reads the offset syncs there to take over from MirrorMaker 2)"
+                )
+
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(self.syncs_topic, 0), timeout=self.timeout_s)
-            for msg in read_to_end(consumer, {(self.syncs_topic, 0): (low, high)}, self.timeout_s, poll_s=0.1):
+            ranges = {(self.syncs_topic, 0): (low, high)}
+            for msg in read_to_end(consumer, ranges, self.timeout_s, poll_s=0.1, on_error=denied):
                 try:
                     sync = OffsetSync.decode(msg.key(), msg.value())
                 except FormatError:
