@@ -64,7 +64,7 @@ demo: install
 COMPAT_KAFKA = $(shell $(BIN)/python -c 'from srm.local.kafka import COMPATIBILITY_VERSIONS as v; print(v[0])' 2>/dev/null)
 # Two workers (pytest-xdist), each with Kafka clusters of its own: most tests wait on brokers and processes, and
 # the suite's brokers start on little CPU (tests/conftest.py). Three or four are quicker, but on 2 cores they starve
-# the exactly-once fault tests into stalls not yet explained. Then the compatibility tier, in a session of its own.
+# the exactly-once fault tests into a stall not yet explained. Then the compatibility tier, in a session of its own.
 PYTEST_WORKERS ?= 2
 test: install lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15  # the slowest: the 20-minute budget

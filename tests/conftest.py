@@ -42,31 +42,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             report.sections.append((f"{name} log", tail))
 
 
-# The longest work first, so that no worker is left with it at the end: the Spark tests (one session on one worker,
-# minutes), the end-to-end modules slowest in `make test`'s durations, the rest of that tier; the many short tests
-# fill in around them.
-_LONGEST_FIRST = (
-    "tests/spark/",
-    "tests/e2e/test_broker_failures.py",
-    "tests/e2e/test_worker_crashes.py",
-    "tests/e2e/test_nodes.py",
-    "tests/e2e/test_exactly_once_faults.py",
-    "tests/e2e/test_network_cut.py",
-    "tests/e2e/test_metrics.py",
-    "tests/e2e/",
-)
-
-
-def _longest_first(item: pytest.Item) -> int:
-    return next((i for i, tier in enumerate(_LONGEST_FIRST) if item.nodeid.startswith(tier)), len(_LONGEST_FIRST))
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Longest work first. ``--dist loadgroup`` sends a group's tests to one worker by a suffix of their node ids
-    (``…@group``), which pytest-xdist 3.8 writes where pytest 9 no longer reads node ids: write it where pytest 9
-    keeps them (the Spark tests would otherwise start a SparkSession on every worker)."""
-    items.sort(key=_longest_first)
+    """``--dist loadgroup`` sends a group's tests to one worker by a suffix of their node ids (``…@group``), which
+    pytest-xdist 3.8 writes where pytest 9 no longer reads node ids: write it where pytest 9 keeps them (the Spark
+    tests would otherwise start a SparkSession on every worker)."""
     if not getattr(config.option, "loadgroup", False):
         return
     from _pytest.nodeid import NodeId
