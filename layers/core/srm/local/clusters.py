@@ -7,8 +7,9 @@ replication factor > 1 is needed. Settings suit a 2-core machine: few threads, f
 rebalance delay. Topics are auto-created as Kafka's default has it, so a test sees srm never relies on that (MSK's
 default is the other way).
 
-The jars come from :mod:`srm.local.kafka` (``make install``), which also writes a class-data archive of a broker's
-start beside them (:func:`archive_classes`): a broker mapping it starts on about a third of the CPU. Extra JVM
+The jars come from :mod:`srm.local.kafka` (``make install``), which then runs ``python -m srm.local.clusters archive``
+to write a class-data archive of a broker's start beside them (:func:`archive_classes`): a broker mapping it starts
+on about a third of the CPU. Extra JVM
 options for the brokers come from ``SRM_KAFKA_JVM_OPTIONS`` (the tests run the JIT's quick tier only,
 ``-XX:TieredStopAtLevel=1``: their brokers start often and carry little traffic).
 """
@@ -326,9 +327,8 @@ class LocalCluster:
         ]
 
     def _jvm_options(self) -> tuple[str, ...]:
-        if self.archive is not None:
-            return (*_JVM_OPTIONS, f"-XX:ArchiveClassesAtExit={self.archive}", *extra_jvm_options())
-        return (*_JVM_OPTIONS, *self._shared_classes(), *extra_jvm_options())
+        classes = (f"-XX:ArchiveClassesAtExit={self.archive}",) if self.archive else self._shared_classes()
+        return (*_JVM_OPTIONS, *classes, *extra_jvm_options())
 
     def _shared_classes(self) -> tuple[str, ...]:
         archive = class_archive(self.version)
@@ -445,15 +445,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    from srm.local.kafka import COMPATIBILITY_VERSIONS, KAFKA_VERSION, KafkaInstallError
+    from srm.local.kafka import COMPATIBILITY_VERSIONS, HOME_ENV, KAFKA_VERSION, KafkaInstallError
 
     parser = argparse.ArgumentParser(prog="python -m srm.local.clusters", description="Local Apache Kafka clusters.")
     sub = parser.add_subparsers(dest="command", required=True)
     cmd = sub.add_parser("archive", help="write the brokers' class-data archive of each version (once)")
     cmd.add_argument("versions", nargs="*", help=f"default: {KAFKA_VERSION} and {', '.join(COMPATIBILITY_VERSIONS)}")
     args = parser.parse_args(argv)
-    if os.environ.get("SRM_KAFKA_HOME"):
-        print("srm: SRM_KAFKA_HOME is set: its brokers start without a class-data archive")
+    if os.environ.get(HOME_ENV):
+        print(f"srm: {HOME_ENV} is set: its brokers start without a class-data archive")
         return 0
     for version in args.versions or (KAFKA_VERSION, *COMPATIBILITY_VERSIONS):
         try:

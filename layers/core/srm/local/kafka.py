@@ -17,7 +17,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["COMPATIBILITY_VERSIONS", "KAFKA_VERSION", "KafkaInstallError", "install", "kafka_version", "libs_dir"]
+__all__ = [
+    "COMPATIBILITY_VERSIONS",
+    "HOME_ENV",
+    "KAFKA_VERSION",
+    "KafkaInstallError",
+    "install",
+    "kafka_version",
+    "libs_dir",
+]
 
 # The newest 4.x whose broker and MirrorMaker 2 jars all resolve from Maven Central.
 KAFKA_VERSION = "4.3.1"
@@ -25,7 +33,7 @@ KAFKA_VERSION = "4.3.1"
 COMPATIBILITY_VERSIONS = ("3.9.1",)
 
 _VERSION_ENV = "SRM_KAFKA_VERSION"
-_HOME_ENV = "SRM_KAFKA_HOME"
+HOME_ENV = "SRM_KAFKA_HOME"
 _POM = Path(__file__).resolve().parents[4] / "infra" / "kafka" / "pom.xml"  # layers/core/srm/local → the repo
 _READY_MARK = ".complete"
 
@@ -47,11 +55,11 @@ def _install_root() -> Path:
 
 def libs_dir(version: str | None = None) -> Path:
     """The folder of the broker's jars for ``version`` (default: :func:`kafka_version`); raises when not installed."""
-    if os.environ.get(_HOME_ENV):
-        libs = Path(os.environ[_HOME_ENV]) / "libs"
+    if os.environ.get(HOME_ENV):
+        libs = Path(os.environ[HOME_ENV]) / "libs"
         if not any(libs.glob("kafka_2.13-*.jar")):
             raise KafkaInstallError(
-                f"{_HOME_ENV}={os.environ[_HOME_ENV]} holds no Apache Kafka release (no libs/kafka_2.13-*.jar)"
+                f"{HOME_ENV}={os.environ[HOME_ENV]} holds no Apache Kafka release (no libs/kafka_2.13-*.jar)"
             )
         return libs
     version = version or kafka_version()
@@ -59,7 +67,7 @@ def libs_dir(version: str | None = None) -> Path:
     if not (libs / _READY_MARK).exists():
         raise KafkaInstallError(
             f"Apache Kafka {version} is not installed: run `make install` (or `python -m srm.local.kafka install "
-            f"{version}`), or set {_HOME_ENV} to an unpacked Apache Kafka release"
+            f"{version}`), or set {HOME_ENV} to an unpacked Apache Kafka release"
         )
     return libs
 
@@ -78,10 +86,10 @@ def install(version: str | None = None) -> Path:
         if mvn is None:
             raise KafkaInstallError(
                 "Apache Kafka for the local clusters is resolved with Maven, and mvn is not on PATH: install Maven "
-                f"(and Java 17+), or set {_HOME_ENV} to an unpacked Apache Kafka release"
+                f"(and Java 17+), or set {HOME_ENV} to an unpacked Apache Kafka release"
             )
         if not _POM.exists():
-            raise KafkaInstallError(f"{_POM} is missing: install from a checkout of the repository, or set {_HOME_ENV}")
+            raise KafkaInstallError(f"{_POM} is missing: install from a checkout of the repository, or set {HOME_ENV}")
         staging = target.with_name("libs.partial")
         shutil.rmtree(staging, ignore_errors=True)
         done = subprocess.run(
