@@ -62,10 +62,10 @@ demo: install
 
 # The suite on the pinned Apache Kafka, then its core end-to-end tests (marker compat) on the compatibility tier's
 COMPAT_KAFKA = $(shell $(BIN)/python -c 'from srm.local.kafka import COMPATIBILITY_VERSIONS as v; print(v[0])' 2>/dev/null)
-# Two workers (pytest-xdist), each with Kafka clusters of its own: most tests wait on brokers and processes, and
-# the suite's brokers start on little CPU (tests/conftest.py). Three or four are quicker, but on 2 cores they starve
-# the exactly-once fault tests into a stall not yet explained. Then the compatibility tier, in a session of its own.
-PYTEST_WORKERS ?= 2
+# Four workers (pytest-xdist) on 2 cores, each with Kafka clusters of its own: most tests wait on brokers and
+# processes, and the suite's brokers start on little CPU (tests/conftest.py). Then the compatibility tier, in a
+# session of its own.
+PYTEST_WORKERS ?= 4
 test: install lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15  # the slowest: the 20-minute budget
 	SRM_KAFKA_VERSION=$(COMPAT_KAFKA) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m compat

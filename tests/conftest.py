@@ -14,6 +14,7 @@ from srm.aws.state import StateStore, create_state_table
 from srm.local.kafka import kafka_version
 from tests.support.aws import aws
 from tests.support.clusters import Cluster, SharedClusters, log_tails, running_clusters, using_external_clusters
+from tests.support.runtime import STARTED, run_log_tails
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -32,13 +33,17 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"kafka: Apache Kafka {kafka_version()}, local KRaft clusters (srm.local.clusters)"
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    STARTED[:] = [run for run in STARTED if run.alive()]  # a module's run outlives its first test
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    """A failing test's report carries the tails of the Kafka clusters' logs."""
+    """A failing test's report carries the tails of the Kafka clusters' logs and of its ``srm run`` logs."""
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        for name, tail in log_tails().items():
+        for name, tail in {**log_tails(), **run_log_tails()}.items():
             report.sections.append((f"{name} log", tail))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -27,8 +27,9 @@ from confluent_kafka.admin import (
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.kafka.admin import ensure_topic
-from srm.kafka.clients import admin_config
+from srm.kafka.clients import admin_config, consumer_config
 from srm.local.clusters import Listener, LocalCluster
+from srm.mm2.client import read_to_end
 from srm.mm2.formats import Checkpoint, OffsetSync
 from tests.e2e.test_failover import consume_and_commit, wait_group_synced
 from tests.support.clusters import RUNNING
@@ -460,3 +461,25 @@ def test_internal_topic_created_beforehand_needs_no_create_acl(secured: Secured)
     with pytest.raises(KafkaException) as refused:
         ensure_topic(admin, f"{unique('missing')}.internal", 1, 1)
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_denied_read_of_an_internal_topic_fails_at_once_naming_the_denial(secured: Secured):
+    # GIVEN a topic with records that srm-source may describe but not read
+    a = secured.plain("a")
+    topic = f"{unique('denied')}.internal"
+    create_topic(a, topic, 1)
+    produce(a, topic, numbered_records(3, 1, "denied"))
+    create_acls(a, bindings("User:srm-source", [(TOPIC, topic, False, (Op.DESCRIBE,))]))
+    config = SrmConfig.from_properties(Properties.of({"clusters": "a", **secured.scram("a", "srm-source")}))
+    consumer = Consumer(consumer_config(config, "a", None, group_id=unique("denied-reader")))
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        assert high == 3
+
+        # WHEN srm reads it as it reads its internal topics, THEN the read fails with the denial, long before it
+        # would have timed out (120 s)
+        with pytest.raises(KafkaException) as denied:
+            list(read_to_end(consumer, {(topic, 0): (low, high)}, 120))
+    finally:
+        consumer.close()
+    assert denied.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED

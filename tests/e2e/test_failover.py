@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from srm.mm2.formats import Checkpoint
+from srm.mm2.formats import Checkpoint, OffsetSync
 from tests.support.kafka import create_topic, read_partition, unique, wait_for, wait_replicated
 from tests.support.runtime import srm_run
 
@@ -143,16 +143,20 @@ def wait_group_synced(bootstrap: str, group: str, topic: str, partitions: int, t
 
 
 def assert_exactly_the_rest(
-    source_records: dict[int, list[bytes]], read_before: dict[int, list[bytes]], read_after: dict[int, list[bytes]]
+    source_records: dict[int, list[bytes]],
+    read_before: dict[int, list[bytes]],
+    read_after: dict[int, list[bytes]],
+    context: str = "",
 ) -> None:
-    """What the group read after failing over is exactly what it had not read: 0 duplicates, 0 skipped, in order."""
+    """What the group read after failing over is exactly what it had not read: 0 duplicates, 0 skipped, in order.
+    A failure names the records (and ``context``, what the test saw on the way)."""
     for p, everything in source_records.items():
         before, after = read_before.get(p, []), read_after.get(p, [])
-        duplicates = len(set(before) & set(after)) + (len(after) - len(set(after)))
-        skipped = len(set(everything) - set(before) - set(after))
-        assert duplicates == 0, f"partition {p}: {duplicates} records read twice"
-        assert skipped == 0, f"partition {p}: {skipped} records never read"
-        assert before + after == everything, f"partition {p}: order differs"
+        twice = sorted(set(before) & set(after)) + [v for i, v in enumerate(after) if v in after[:i]]
+        skipped = [v for v in everything if v not in set(before) | set(after)]
+        assert not twice, f"partition {p}: {len(twice)} records read twice: {twice[:10]} {context}"
+        assert not skipped, f"partition {p}: {len(skipped)} records never read: {skipped[:10]} {context}"
+        assert before + after == everything, f"partition {p}: order differs {context}"
 
 
 def sync_group_to_target(
@@ -272,8 +276,9 @@ def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(
     with srm_run(tmp_path, {"a": a, "b": b}, both_ways, **FAST):
         wait_replicated(a, topic, b, f"a.{topic}")
         # failover: the group moves to b and consumes some more there
-        wait_group_synced(b, group, f"a.{topic}", 2)
+        synced = wait_group_synced(b, group, f"a.{topic}", 2)
         read_on_b = consume_and_commit(b, group, f"a.{topic}", {0: 30, 1: 30}, resume=True)
+        on_b = committed_on(b, group, f"a.{topic}", 2)
         # failback: the checkpoint of flow b->a translates its progress on a.<topic> back to <topic> on a
         expected = {p: len(read_on_a[p]) + len(read_on_b[p]) for p in range(2)}
         wait_for(
@@ -288,7 +293,19 @@ def test_failback_round_trip_with_bidirectional_flows_reads_every_record_once(
     source = {p: values_of(read_partition(a, topic, p)) for p in range(2)}
     read_back_on_a = consume_rest(a, group, topic, 2, {p: len(source[p]) - expected[p] for p in range(2)})
     before = {p: read_on_a[p] + read_on_b[p] for p in range(2)}
-    assert_exactly_the_rest(source, before, read_back_on_a)
+    back_on_a = committed_on(a, group, topic, 2)
+    copies = [(r.offset, r.value) for r in read_partition(b, f"a.{topic}", 1)]
+    syncs = [(s.upstream_offset, s.downstream_offset) for s in offset_syncs(a, "mm2-offset-syncs.b.internal", topic, 1)]
+    seen = (
+        f"(offsets on b: synced {synced}, after reading there {on_b}; on a after failback {back_on_a}; "
+        f"a.{topic}-1 on b: {copies}; its offset syncs: {syncs})"
+    )
+    assert_exactly_the_rest(source, before, read_back_on_a, seen)
+
+
+def offset_syncs(bootstrap: str, syncs_topic: str, topic: str, partition: int) -> list[OffsetSync]:
+    syncs = (OffsetSync.decode(r.key, r.value) for r in read_partition(bootstrap, syncs_topic, 0))
+    return [s for s in syncs if (s.topic, s.partition) == (topic, partition)]
 
 
 def _positions_reached(bootstrap: str, group: str, topic: str, records_read: dict[int, int]) -> bool:

@@ -1,6 +1,7 @@
 """What the local watchdog reads from an emulated mapping, against a real broker: a healthy mapping — busy, idle,
 or on an empty partition — is never stalled; partitions held by another member of its group are a stall, with
-where it began, until that member leaves; a rebuilt consumer (a static member) gets its partitions back at once."""
+where it began, until that member leaves; a handler call that does not return is a stall naming where it waits; a
+rebuilt consumer (a static member) gets its partitions back at once."""
 
 from __future__ import annotations
 
@@ -92,6 +93,27 @@ def test_partitions_held_by_another_member_are_a_stall_until_it_leaves(mapping) 
     wait_for(lambda: m.stall(BOUND_S) is None and m.assigned == (0, 1), 30, message="the stall over")
     wait_for(lambda: len({v for _p, _o, v in recorder.delivered}) >= 400, 30, message="every record delivered")
     assert_delivered_in_order(recorder, produced)
+
+
+def test_a_handler_call_that_does_not_return_is_a_stall_naming_where_it_waits(mapping) -> None:
+    m, recorder, bootstrap, topic, _group = mapping
+    produce(bootstrap, topic, numbered_records(10, 2, "first"))
+    wait_for(lambda: len(recorder.delivered) >= 10 and m.assigned == (0, 1), 30, message="first records")
+
+    # GIVEN the handler's next call blocks
+    recorder.gate.clear()
+    produced = numbered_records(10, 2, "stuck")
+    produce(bootstrap, topic, produced)
+
+    # THEN past the bound the mapping is stalled, saying which call waits and where
+    _since, reason = wait_for(lambda: m.stall(BOUND_S), 30, message="the mapping stalled")
+    assert f"no batch of {topic} replicated: a handler call under way for" in reason, reason
+    assert "mappings.py" in reason and "__call__" in reason, reason
+
+    # WHEN the call returns, the stall is over and the records are delivered
+    recorder.gate.set()
+    wait_for(lambda: m.stall(BOUND_S) is None, 30, message="the stall over")
+    wait_for(lambda: len(recorder.delivered) >= 20, 30, message="the held records delivered")
 
 
 def test_rebuilt_consumer_takes_its_partitions_back_at_once(mapping) -> None:

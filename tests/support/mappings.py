@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,12 +12,16 @@ from srm.local.event_source import EmulatedMapping, MappingSettings
 
 
 class Recorder:
-    """A handler that keeps every delivered record as (partition, offset, value)."""
+    """A handler that keeps every delivered record as (partition, offset, value); a call waits while ``gate`` is
+    clear (a handler stuck in a call)."""
 
     def __init__(self) -> None:
         self.delivered: list[tuple[int, int, bytes]] = []
+        self.gate = threading.Event()
+        self.gate.set()
 
     def __call__(self, event: Any, _context: Any) -> None:
+        self.gate.wait()
         for batch in parse_event(event)[1]:  # the JSON event or the decoded one
             for offset, value in zip(batch.offsets, batch.values, strict=True):
                 self.delivered.append((batch.partition, offset, value or b""))

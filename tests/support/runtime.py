@@ -37,6 +37,18 @@ def write_config(
     return path
 
 
+STARTED: list[SrmRun] = []  # the runs of the current test (and still running ones), whose logs a failure reports
+
+
+def run_log_tails(lines: int = 60) -> dict[str, str]:
+    """The last lines of the log of each ``srm run`` in :data:`STARTED`."""
+    tails = {}
+    for run in STARTED:
+        with contextlib.suppress(OSError):
+            tails[f"srm run ({run.workdir})"] = "\n".join(run.output().splitlines()[-lines:])
+    return tails
+
+
 class SrmRun:
     """A running ``srm run --config FILE``; its output goes to ``log``."""
 
@@ -73,6 +85,7 @@ class SrmRun:
             stderr=subprocess.STDOUT,
             start_new_session=own_group,
         )
+        STARTED.append(self)
 
     def kill_group(self) -> None:
         """SIGKILL srm run and every process of its group (workers, store) at once: a crash, nothing cleaned up."""

@@ -84,7 +84,8 @@ def test_srm_metrics_refreshes_until_ctrl_c(server: ApiServer, tmp_path: Path) -
         assert watching.stdout is not None
         documents = [json.loads(watching.stdout.readline()) for _ in range(3)]
         watching.send_signal(signal.SIGINT)
-        assert watching.wait(10) == 0
+        watching.communicate(timeout=30)  # read on: a full pipe would hold its last write, and its exit, up
+        assert watching.returncode == 0
     assert [d["at_ms"] for d in documents] == sorted(d["at_ms"] for d in documents)
     assert all(len(d["replications"]) == 4 for d in documents)
 

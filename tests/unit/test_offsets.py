@@ -371,6 +371,31 @@ def test_doubt_back_below_first_run_only_when_origin_resumed_or_unknown():
     assert doubt_back(runs, 999, lambda: None) is not None
 
 
+def test_doubt_back_between_runs_only_where_upstream_records_are_unaccounted_for():
+    # GIVEN upstream 0..9 and 20..29 copied to 0..9 and 10..19 (downstream contiguous), upstream 10..19 not in the runs
+    runs = [Run(0, 0, 10), Run(20, 10, 10)]
+    quiet_asked: list[tuple[int, int]] = []
+
+    def holds_records(start: int, end: int) -> bool:
+        quiet_asked.append((start, end))
+        return False
+
+    # THEN inside a run nothing is asked; between the runs (none here: downstream is contiguous) neither
+    assert [doubt_back(runs, d, no_origin_asked, holds_records) for d in (0, 9, 10, 19, 20)] == [None] * 5
+    assert quiet_asked == []
+
+    # GIVEN the same upstream runs written downstream with a gap (EOS commit markers, or a run not read yet)
+    gapped = [Run(0, 0, 10), Run(20, 15, 10)]
+    # THEN a consumer in the downstream gap would resume at upstream 20: sure only if upstream 10..19 holds no record
+    assert "10..19 are missing" in (doubt_back(gapped, 12, no_origin_asked, holds_records) or "")
+    assert quiet_asked == [(10, 20)]
+    assert doubt_back(gapped, 12, no_origin_asked, lambda start, end: True) is None
+    assert "missing" in (doubt_back(gapped, 12, no_origin_asked) or "")  # the source cannot be asked: unsure
+    # … while a gap of markers on both sides (upstream contiguous up to the next run) needs no question
+    markers = [Run(0, 0, 10), Run(10, 11, 10)]
+    assert doubt_back(markers, 10, no_origin_asked, holds_records) is None and translate_back(markers, 10) == 10
+
+
 def test_translate_back_refuses_runs_read_mid_rewrite():
     # GIVEN upstream 0..19 were copied to 0..19 in runs split by a marker at 10, and a redelivery of upstream 0..19
     # to 100..119 has re-pointed the first run but not yet the second

@@ -23,6 +23,10 @@ class CheckpointWiring(AppBase):
         probe_config = consumer_config(
             config, source, flow, group_id="srm-checkpoint-probe", resolver=self.kafka.resolver
         )
+        back_probe_config = consumer_config(
+            config, target, flow, group_id="srm-checkpoint-probe", resolver=self.kafka.resolver
+        )
+        opposite_skips = mirror_skips(target, source, config.policy(target, source))
         return CheckpointContext(
             **bound.context_fields(),
             source_admin=self.kafka.admin(config, source, flow),
@@ -32,6 +36,8 @@ class CheckpointWiring(AppBase):
             ),
             state=self.state,
             quiet=quiet_probe(probe_config, skips=mirror_skips(source, target, policy)),
+            # a failback's upstream topic is on the target, replicated by the opposite flow, which skips its own
+            quiet_back=quiet_probe(back_probe_config, skips=opposite_skips),
             metrics=self.metrics,
             emitter=self.env.node_id or self.env.function_name or "",
         )

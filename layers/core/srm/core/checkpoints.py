@@ -130,9 +130,11 @@ def translate_group(
     policy: ReplicationPolicy,
     state: RunsLookup,
     quiet: QuietProbe | None = None,
+    quiet_back: QuietProbe | None = None,
 ) -> list[PartitionTranslation]:
     """Translate every committed offset of ``group`` that this flow can translate, forward or back. Pure: the
-    offset runs come from ``state`` and the source's answer about quiet ranges from ``quiet``."""
+    offset runs come from ``state``, the source's answer about quiet ranges from ``quiet``, and the target's (where
+    a failback's upstream topic is) from ``quiet_back``."""
     results = []
     for (topic, partition), (offset, metadata) in sorted(offsets.items()):
         forward = replicate(topic)
@@ -141,16 +143,23 @@ def translate_group(
             continue
         upstream, runs = _failback(topic, source, target, policy, state, partition)
         if upstream is not None:
-            back, note = _back(runs, offset, lambda: state.origin(target, source, upstream, partition))  # noqa: B023 (called at once)
+            back, note = _back(
+                runs,
+                offset,
+                lambda: state.origin(target, source, upstream, partition),  # noqa: B023 (called at once)
+                None if quiet_back is None else lambda start, end: quiet_back(upstream, partition, start, end),  # noqa: B023
+            )
             results.append(
                 PartitionTranslation(group, topic, partition, offset, metadata, upstream, back, "failback", note)
             )
     return results
 
 
-def _back(runs: list[Run], offset: int, origin: Callable[[], Origin | None]) -> tuple[int | None, str]:
+def _back(
+    runs: list[Run], offset: int, origin: Callable[[], Origin | None], quiet: Callable[[int, int], bool] | None
+) -> tuple[int | None, str]:
     """:func:`translate_back`, taking nothing on trust: the upstream offset, or None and why."""
-    unsure = doubt_back(runs, offset, origin)
+    unsure = doubt_back(runs, offset, origin, quiet)
     if unsure is not None:
         return None, unsure
     back = translate_back(runs, offset)

@@ -242,23 +242,41 @@ def doubt(runs: Sequence[Run], upstream_offset: int, origin: Origin | None) -> D
     )
 
 
-def doubt_back(runs: Sequence[Run], downstream_offset: int, origin: Callable[[], Origin | None]) -> str | None:
+def doubt_back(
+    runs: Sequence[Run],
+    downstream_offset: int,
+    origin: Callable[[], Origin | None],
+    quiet: Callable[[int, int], bool] | None = None,
+) -> str | None:
     """Why :func:`translate_back` has no sure answer for ``downstream_offset``, or None when it has one (or none at
-    all): runs read mid-rewrite, or a position below the first run when the runs begin where the mirror resumed
-    (copies of earlier records may lie below it) or do not say where they begin. ``origin()`` is the partition's
-    origin (see :func:`doubt`), asked for only below the first run."""
+    all): runs read mid-rewrite; a position below the first run when the runs begin where the mirror resumed
+    (copies of earlier records may lie below it) or do not say where they begin; or a position between two runs
+    whose upstream offsets are not all accounted for — the answer, the next run's start, would skip records there
+    unless the source holds none (``quiet(start, end)``, as for :func:`translate_checked`; None: it cannot be asked).
+    ``origin()`` is the partition's origin (see :func:`doubt`), asked for only below the first run."""
     if in_flux(runs):
         return "its offset runs were being rewritten (a redelivered batch): translated on the next run"
-    if not runs or downstream_offset >= runs[0].downstream:
+    if not runs:
         return None
-    found = origin()
-    if found is None:
-        return "the state does not record where its offset runs begin"
-    if found.fresh:
-        return None
+    if downstream_offset < runs[0].downstream:
+        found = origin()
+        if found is None:
+            return "the state does not record where its offset runs begin"
+        if found.fresh:
+            return None
+        return (
+            f"the state's offset runs begin at upstream offset {found.offset}, where the mirror resumed from a "
+            "committed offset: earlier records were replicated by a run whose state is gone"
+        )
+    i = bisect.bisect_right([r.downstream_end for r in runs], downstream_offset)
+    if i == len(runs) or downstream_offset >= runs[i].downstream:
+        return None  # inside a run, or past the last one (translate_back has its own rule there)
+    before, run = runs[i - 1], runs[i]
+    if run.upstream == before.upstream_end or (quiet is not None and quiet(before.upstream_end, run.upstream)):
+        return None  # no record upstream between the two runs: nothing to skip
     return (
-        f"the state's offset runs begin at upstream offset {found.offset}, where the mirror resumed from a committed "
-        "offset: earlier records were replicated by a run whose state is gone"
+        f"upstream offsets {before.upstream_end}..{run.upstream - 1} are missing from the state's offset runs (being "
+        "written, or lost): translated once they are there"
     )
 
 

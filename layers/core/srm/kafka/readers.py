@@ -46,6 +46,9 @@ def quiet_probe(
             return True
         except TimeoutError:
             return False
+        except KafkaException as e:
+            log.warning("cannot tell whether %s-%d is quiet in [%d, %d): %s", topic, partition, start, end, e)
+            return False
         finally:
             consumer.close()
 
@@ -152,6 +155,8 @@ class KafkaStatusProbe:
                 out.append((m.key(), m.value(), m.timestamp()[1]))
         except TimeoutError:
             pass  # what was read in time is the answer
+        except KafkaException as e:
+            log.info("%s on %s not read: %s", topic, target, e)
         finally:
             consumer.close()
         return out

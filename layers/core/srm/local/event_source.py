@@ -14,19 +14,23 @@ batch it was collecting, commits nothing more, and says who took over (:attr:`Em
 
 A mapping also keeps what a watchdog needs to tell it is stuck (:meth:`EmulatedMapping.stall`): since when some
 partition of its topic has been assigned to no member of its group, and when it last made progress — a batch
-committed, or its partitions confirmed read to the end — and it rebuilds its consumer when asked.
+committed, or its partitions confirmed read to the end — and, when one handler call outlasts the bound, where that
+call waits (the innermost frames of its thread); it rebuilds its consumer when asked.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -143,6 +147,7 @@ class EmulatedMapping:
         self._next_assignment_check = 0.0
         self._next_metadata_check = 0.0
         self._invoking = False
+        self._invoked_at = 0.0  # when the handler call under way began (monotonic)
         self._rebuild = threading.Event()
 
     def start(self) -> None:
@@ -204,8 +209,19 @@ class EmulatedMapping:
         # no progress is a stall of its own only while every partition is held: else the one held by none explains it
         if unassigned is None and complete and now - self._progress_at > bound_s:
             reason = self.stats.last_error or "records wait beyond the committed offsets and none is replicated"
+            if self._invoking and (self.stats.last_error is None or now - self._invoked_at > bound_s):
+                took = now - self._invoked_at
+                reason = f"a handler call under way for {took:.0f}s waits in {self._waiting_in()}"
             return self._progress_at, f"no batch of {self.topic} replicated: {reason}"
         return None
+
+    def _waiting_in(self) -> str:
+        """Where the poller thread is now: its innermost frames, innermost first (what a stuck call waits on)."""
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        if frame is None:
+            return "(its thread has ended)"
+        stack = traceback.extract_stack(frame)[-5:]
+        return " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
 
     def rebuild(self) -> bool:
         """Ask the poller to close its consumer and start a new one (it does so between batches); False while a
@@ -436,7 +452,7 @@ class EmulatedMapping:
     def _invoke_until_done(self, builder: EventBuilder | DecodedEventBuilder) -> bool:
         """Invoke the handler with the same batch until it succeeds; False when stopped first."""
         delay = 0.5
-        self._invoking = True
+        self._invoking, self._invoked_at = True, time.monotonic()
         payload = builder.payload()
         try:
             while not self.stopping:
@@ -450,6 +466,7 @@ class EmulatedMapping:
                     log.warning("%s batch failed, retrying in %.1fs: %s", self.topic, delay, self.stats.last_error)
                     self._stop_event.wait(delay)
                     delay = min(delay * 2, 30.0)
+                    self._invoked_at = time.monotonic()
                     continue
                 self.stats.batches += 1
                 self.stats.records += builder.count

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from srm.errors import RetriableError
@@ -130,6 +130,9 @@ class MirrorClient:
             consumer.close()
 
 
+_DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+
+
 def read_to_end(
     consumer: Consumer,
     ranges: Mapping[tuple[str, int], tuple[int, int]],
@@ -142,7 +145,8 @@ def read_to_end(
     """Every record of each (topic, partition) from its start up to its end offset (exclusive), read by assignment:
     no group is joined, nothing is committed. Done when every partition's position has reached its end (transaction
     markers count); past ``timeout`` raises TimeoutError. Errors other than a partition's end go to ``on_error``
-    (skipped without one). The one reader of internal topics here, in the status probe and in the quiet probe."""
+    (skipped without one); a denied read (the cluster's ACLs) then raises KafkaException at once: waiting would not
+    change it. The one reader of internal topics here, in the status probe and in the quiet probe."""
     ends = {tp: end for tp, (start, end) in ranges.items() if end > start}
     if not ends:
         return
@@ -161,6 +165,8 @@ def read_to_end(
                 last_error = f" (last error: {err.str()})"
                 if on_error is not None:
                     on_error(err)
+                if err.code() in _DENIED:
+                    raise KafkaException(err)
         for tp in consumer.position([TopicPartition(t, p) for t, p in ends]):
             if tp.offset >= ends.get((tp.topic, tp.partition), 0):
                 ends.pop((tp.topic, tp.partition), None)

@@ -75,7 +75,8 @@ class CheckpointContext:
     target_admin: AdminClient
     producer: Producer  # to the target's checkpoints topic
     state: StateStore
-    quiet: QuietProbe | None = None
+    quiet: QuietProbe | None = None  # asks the source (see translate_group)
+    quiet_back: QuietProbe | None = None  # asks the target, where a failback's upstream topic is
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     metrics: Emitter = field(default_factory=NullEmitter)
     emitter: str = ""  # who writes the checkpoints (a node, a function): their ``srm.emitter`` header
@@ -128,6 +129,7 @@ def emit_checkpoints(ctx: CheckpointContext) -> CheckpointResult:
             policy=ctx.policy,
             state=runs,
             quiet=ctx.quiet,
+            quiet_back=ctx.quiet_back,
         )
         if not translations:
             _skip(result, "no replicated topics")
