@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 import time
 
 import boto3
@@ -15,6 +16,7 @@ import srm.cli.control as cli
 from srm.app import App, Environment
 from srm.aws.state import StateStore
 from srm.control.edits import Control
+from srm.local.event_source import thread_dump
 from srm.local.worker import Scheduled, Watchdog, _invoke
 from tests.unit.fake_clusters import FakeProbe
 
@@ -81,3 +83,24 @@ def test_function_failing_longer_than_the_bound_is_a_stall_until_it_succeeds(
     assert "a->b: function checkpoint recovered after" in caplog.text
     [ab] = control.status(FakeProbe(), state, [("a", "b")])
     assert ab.stalled == () and ab.to_dict()["stalled"] == []
+
+
+def test_thread_dump_names_each_thread_and_where_it_waits():
+    # GIVEN a thread blocked in a call that does not return
+    release = threading.Event()
+
+    def stuck_in_a_call() -> None:
+        release.wait()
+
+    blocked = threading.Thread(target=stuck_in_a_call, name="srm-commit_0")
+    blocked.start()
+    try:
+        # THEN the dump has a line for it, naming the function it waits in, and one for this thread
+        lines = thread_dump().splitlines()
+    finally:
+        release.set()
+        blocked.join(5)
+    [mine] = [line for line in lines if line.strip().startswith("srm-commit_0:")]
+    assert "stuck_in_a_call" in mine and "threading.py" in mine.split(" <- ")[0], mine
+    me = threading.current_thread().name
+    assert any(line.strip().startswith(f"{me}:") and "thread_dump" in line for line in lines), lines

@@ -38,7 +38,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from srm.core.events import DecodedEventBuilder, EventBuilder
 from srm.local.positions import WATERMARK_TIMEOUT_S, caught_up
 
-__all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats"]
+__all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats", "thread_dump"]
 
 log = logging.getLogger(__name__)
 
@@ -216,12 +216,29 @@ class EmulatedMapping:
         return None
 
     def _waiting_in(self) -> str:
-        """Where the poller thread is now: its innermost frames, innermost first (what a stuck call waits on)."""
+        """Where the poller thread is now (what a stuck call waits on)."""
         frame = sys._current_frames().get(self._thread.ident or -1)
-        if frame is None:
-            return "(its thread has ended)"
-        stack = traceback.extract_stack(frame)[-5:]
-        return " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
+        return "(its thread has ended)" if frame is None else _innermost(frame)
+
+    @property
+    def in_handler(self) -> bool:
+        """Whether a handler call is under way (a stall then names where it waits)."""
+        return self._invoking
+
+
+def _innermost(frame: Any, depth: int = 5) -> str:
+    """A thread's innermost frames, innermost first."""
+    stack = traceback.extract_stack(frame)[-depth:]
+    return " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
+
+
+def thread_dump() -> str:
+    """Every thread of this process and where it is, one per line: what a call that does not return waits on may
+    be another thread (a pool's)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(
+        f"  {names.get(ident, ident)}: {_innermost(frame)}" for ident, frame in sorted(sys._current_frames().items())
+    )
 
     def rebuild(self) -> bool:
         """Ask the poller to close its consumer and start a new one (it does so between batches); False while a

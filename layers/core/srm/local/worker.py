@@ -31,7 +31,7 @@ from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
 from srm.kafka.admin import ensure_topic
 from srm.kafka.clients import consumer_config
-from srm.local.event_source import EmulatedMapping, LocalContext
+from srm.local.event_source import EmulatedMapping, LocalContext, thread_dump
 from srm.local.leadership import Leadership, leader_group, nodes_topic
 from srm.local.mappings import LocalEventSources
 
@@ -120,6 +120,8 @@ class Watchdog:
         for what, new in found.items():
             if what not in self.stalls:
                 log.warning("%s->%s: %s stalled since %s: %s", source, target, what, _clock(new.since_ms), new.reason)
+                if what in stuck and stuck[what].in_handler:
+                    log.warning("%s->%s: the worker's threads:\n%s", source, target, thread_dump())
         for what, mapping in stuck.items():
             if now - self._rebuilt_at.get(what, -self.bound_s) >= self.bound_s and mapping.rebuild():
                 self._rebuilt_at[what] = now
