@@ -464,13 +464,13 @@ def test_internal_topic_created_beforehand_needs_no_create_acl(secured: Secured)
 
 
 def test_a_denied_read_of_an_internal_topic_fails_at_once_naming_the_denial(secured: Secured):
-    # GIVEN a topic with records that srm-source may describe but not read
+    # GIVEN a topic with records that srm-target may describe but not read on a (where no test grants it more)
     a = secured.plain("a")
     topic = f"{unique('denied')}.internal"
     create_topic(a, topic, 1)
     produce(a, topic, numbered_records(3, 1, "denied"))
-    create_acls(a, bindings("User:srm-source", [(TOPIC, topic, False, (Op.DESCRIBE,))]))
-    config = SrmConfig.from_properties(Properties.of({"clusters": "a", **secured.scram("a", "srm-source")}))
+    create_acls(a, bindings("User:srm-target", [(TOPIC, topic, False, (Op.DESCRIBE,))]))
+    config = SrmConfig.from_properties(Properties.of({"clusters": "a", **secured.scram("a", "srm-target")}))
     consumer = Consumer(consumer_config(config, "a", None, group_id=unique("denied-reader")))
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)

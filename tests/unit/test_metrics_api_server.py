@@ -78,9 +78,14 @@ def test_srm_metrics_once_prints_flows_then_topics(server: ApiServer, tmp_path: 
     assert ab["topics_detail"][0]["remote_topic"] == "a.orders" and ab["figures"]["records"] == 150
 
 
-def test_srm_metrics_refreshes_until_ctrl_c(server: ApiServer, tmp_path: Path) -> None:
+def ignoring_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a script starts
+
+
+@pytest.mark.parametrize("started", [None, ignoring_sigint], ids=["from-a-terminal", "sigint-ignored"])
+def test_srm_metrics_refreshes_until_ctrl_c(server: ApiServer, tmp_path: Path, started) -> None:
     cmd = [sys.executable, "-m", "srm.cli.srm", "metrics", "--json", "--interval", "0.2", "--url", server.url]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as watching:
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=started) as watching:
         assert watching.stdout is not None
         documents = [json.loads(watching.stdout.readline()) for _ in range(3)]
         watching.send_signal(signal.SIGINT)

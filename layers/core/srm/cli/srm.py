@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -225,7 +227,13 @@ def _metrics(args: argparse.Namespace) -> int:
 
     if args.interval <= 0:
         raise ConfigError("--interval must be a positive number of seconds")
-    watch(MetricsApiClient(find_api_url(args.url)), once=args.once, as_json=args.json, interval=args.interval)
+    # Stopped by SIGINT or SIGTERM as srm run is, even when started where SIGINT is ignored (a background job of a
+    # script), which would leave Python's Ctrl-C unset
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    client = MetricsApiClient(find_api_url(args.url))
+    watch(client, once=args.once, as_json=args.json, interval=args.interval, stop=stop)
     return 0
 
 

@@ -225,21 +225,6 @@ class EmulatedMapping:
         """Whether a handler call is under way (a stall then names where it waits)."""
         return self._invoking
 
-
-def _innermost(frame: Any, depth: int = 5) -> str:
-    """A thread's innermost frames, innermost first."""
-    stack = traceback.extract_stack(frame)[-depth:]
-    return " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
-
-
-def thread_dump() -> str:
-    """Every thread of this process and where it is, one per line: what a call that does not return waits on may
-    be another thread (a pool's)."""
-    names = {t.ident: t.name for t in threading.enumerate()}
-    return "\n".join(
-        f"  {names.get(ident, ident)}: {_innermost(frame)}" for ident, frame in sorted(sys._current_frames().items())
-    )
-
     def rebuild(self) -> bool:
         """Ask the poller to close its consumer and start a new one (it does so between batches); False while a
         batch is being retried, which a new consumer would not help."""
@@ -493,3 +478,18 @@ def thread_dump() -> str:
             return False
         finally:
             self._invoking = False
+
+
+def _innermost(frame: Any, depth: int = 5) -> str:
+    """A thread's innermost frames, innermost first."""
+    stack = traceback.extract_stack(frame)[-depth:]
+    return " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
+
+
+def thread_dump() -> str:
+    """Every thread of this process and where it is, one per line: what a call that does not return waits on may
+    be another thread (a pool's)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(
+        f"  {names.get(ident, ident)}: {_innermost(frame)}" for ident, frame in sorted(sys._current_frames().items())
+    )
