@@ -8,6 +8,7 @@ import io
 import logging
 import threading
 import time
+import uuid
 
 import boto3
 import pytest
@@ -92,7 +93,8 @@ def test_thread_dump_names_each_thread_and_where_it_waits():
     def stuck_in_a_call() -> None:
         release.wait()
 
-    blocked = threading.Thread(target=stuck_in_a_call, name="srm-commit_0")
+    name = f"stuck-{uuid.uuid4().hex[:8]}"  # a worker's own pools (srm-commit_0 …) may be running beside it
+    blocked = threading.Thread(target=stuck_in_a_call, name=name)
     blocked.start()
     try:
         # THEN the dump has a line for it, naming the function it waits in, and one for this thread
@@ -100,7 +102,7 @@ def test_thread_dump_names_each_thread_and_where_it_waits():
     finally:
         release.set()
         blocked.join(5)
-    [mine] = [line for line in lines if line.strip().startswith("srm-commit_0:")]
+    [mine] = [line for line in lines if line.strip().startswith(f"{name}:")]
     assert "stuck_in_a_call" in mine and "threading.py" in mine.split(" <- ")[0], mine
     me = threading.current_thread().name
     assert any(line.strip().startswith(f"{me}:") and "thread_dump" in line for line in lines), lines
