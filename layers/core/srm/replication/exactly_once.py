@@ -96,6 +96,14 @@ class ExactlyOnce:
             with self._lock:
                 for key in unknown:
                     self._committed[key] = _Committed(found.get(key), recorded=False)
+            for key in unknown:  # rare (a partition taken over, or a failed transaction): what a duplicate traces to
+                offset = found.get(key)
+                log.info(
+                    "%s-%d: committed source offset read back from %s: %s",
+                    *key,
+                    self.offsets_topic,
+                    f"next {offset.next}" if offset else "none",
+                )
         with self._lock:
             committed = {(b.topic, b.partition): self._committed[(b.topic, b.partition)] for b, _, _ in pending}
         missing = {k: list(c.offset.runs) for k, c in committed.items() if c.offset and not c.recorded}
