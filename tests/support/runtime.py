@@ -41,11 +41,12 @@ STARTED: list[SrmRun] = []  # the runs of the current test (and still running on
 
 
 def run_log_tails(lines: int = 60) -> dict[str, str]:
-    """The last lines of the log of each ``srm run`` in :data:`STARTED`."""
+    """The last lines of the logs in the directory of each ``srm run`` in :data:`STARTED` (earlier lives too)."""
     tails = {}
-    for run in STARTED:
-        with contextlib.suppress(OSError):
-            tails[f"srm run ({run.workdir})"] = "\n".join(run.output().splitlines()[-lines:])
+    for workdir in dict.fromkeys(run.workdir for run in STARTED):
+        for log in sorted(workdir.glob("srm-run*.log")):
+            with contextlib.suppress(OSError):
+                tails[f"srm run ({log})"] = "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
     return tails
 
 
@@ -65,6 +66,8 @@ class SrmRun:
         """``own_group``: in a process group of its own (with its workers and store), for :meth:`kill_group`."""
         self.log = workdir / "srm-run.log"
         self.workdir = workdir
+        if self.log.exists():  # a run restarted in its directory: the earlier life's log is kept beside it
+            self.log.rename(workdir / f"srm-run.{len(list(workdir.glob('srm-run.*.log'))) + 1}.log")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._log_file = open(self.log, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
