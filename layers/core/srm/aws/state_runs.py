@@ -174,11 +174,12 @@ class OffsetRunState(StateTable):
 
     def runs_around(self, source: str, target: str, topic: str, partition: int, upstream_offset: int) -> list[Run]:
         """The runs :func:`srm.core.offsets.translate` needs for one offset: the run starting at or below it and the
-        first run after it — two small queries, whatever the length of the history."""
+        first run after it — two small queries, whatever the length of the history. The later run is read first: runs
+        are written in upstream order, so one seen there has every earlier run written before it (read the other way
+        round, a batch written between the queries shows the run after the offset without the one holding it)."""
         pk = _runs_pk(source, target, topic, partition)
-        return self._runs_where(pk, "<=", upstream_offset, nearest=True) + self._runs_where(
-            pk, ">", upstream_offset, nearest=True
-        )
+        after = self._runs_where(pk, ">", upstream_offset, nearest=True)
+        return self._runs_where(pk, "<=", upstream_offset, nearest=True) + after
 
     def _load_region(self, pk: str, first: int) -> list[Run]:
         """The stored runs a batch starting at ``first`` may touch: the run before it and every run after."""
