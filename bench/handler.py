@@ -104,7 +104,7 @@ def run_handler(
     from srm.aws.state import create_state_table
     from srm.config.parsing import Properties
     from srm.config.settings import SrmConfig
-    from srm.local.event_source import LocalContext
+    from srm.local.context import LocalContext
 
     results: dict[str, PathResult] = {}
     env = {

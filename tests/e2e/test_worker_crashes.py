@@ -6,6 +6,7 @@ record is on the target. And the watchdog: a mapping whose group is held by a me
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ def test_killed_worker_and_bounced_brokers_resume_within_bound_and_lose_nothing(
         # WHEN the worker is killed three times, each time once its replacement has run for a while
         for kill in range(1, 4):
             pid = worker_pid(live.run)
-            time.sleep(11)  # older than the supervisor's crash-loop threshold: restarted at once
+            time.sleep(2)  # mid-stream: batches in flight
             os.kill(pid, signal.SIGKILL)
             recoveries.append((f"worker SIGKILL #{kill}", live.recovery()))
 
@@ -54,8 +55,9 @@ def test_killed_worker_and_bounced_brokers_resume_within_bound_and_lose_nothing(
     # … every source record is on the target, in order (checked above); only re-sent runs are extra
     src = read_topic(a.bootstrap, topic)
     assert sum(len(r) for r in src.values()) > RATE * 30
-    # … and the supervisor restarted each killed worker at once
-    assert output.count("a->b worker exited with SIGKILL; restarting it now") == 3, output[-3000:]
+    # … and the supervisor restarted each killed worker, at once or after its crash-loop back-off (1, 2 s)
+    restarts = re.findall(r"a->b worker exited with SIGKILL; restarting it (now|in (\d+)s)", output)
+    assert len(restarts) == 3 and all(int(delay or 0) <= 2 for _, delay in restarts), output[-3000:]
     assert "Traceback" not in output, output[-3000:]
 
 

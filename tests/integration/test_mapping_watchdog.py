@@ -6,15 +6,14 @@ rebuilt consumer (a static member) gets its partitions back at once."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from srm.local.event_source import EmulatedMapping, MappingSettings
+from srm.local.event_source import EmulatedMapping
 from tests.support.groups import Squatter
-from tests.support.kafka import create_topic, numbered_records, produce, unique, wait_for
-from tests.support.mappings import Recorder, running_mapping
+from tests.support.kafka import numbered_records, produce, wait_for
+from tests.support.mappings import Recorder
 
 pytestmark = pytest.mark.integration
 
@@ -22,12 +21,8 @@ BOUND_S = 2.0
 
 
 @pytest.fixture
-def mapping(clusters) -> Iterator[tuple[EmulatedMapping, Recorder, str, str, str]]:
-    bootstrap, topic, group = clusters["a"].bootstrap, unique("wd"), unique("wd-group")
-    create_topic(bootstrap, topic, 2)
-    settings = MappingSettings(batch_size=200, batching_window_ms=50)
-    with running_mapping(bootstrap, topic, group, settings, static=True) as (m, recorder):
-        yield m, recorder, bootstrap, topic, group
+def mapping(static_mapping) -> tuple[EmulatedMapping, Recorder, str, str, str]:
+    return static_mapping
 
 
 def assert_delivered_in_order(recorder: Recorder, produced: list[tuple[int, Any]]) -> None:

@@ -11,18 +11,21 @@ from confluent_kafka import Consumer
 class Squatter:
     """A consumer of ``group`` that polls and never commits: it holds whatever it is assigned until it leaves.
     ``assignor``: the group's ``partition.assignment.strategy`` where its members use another than the client's
-    default (the group would refuse the squatter otherwise)."""
+    default (the group would refuse the squatter otherwise); ``config``: more consumer settings."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str | None = None) -> None:
-        config: dict[str, Any] = {
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, assignor: str | None = None, config: dict[str, Any] | None = None
+    ) -> None:
+        settings: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "enable.auto.commit": False,
             "log_level": 0,
+            **(config or {}),
         }
         if assignor is not None:
-            config["partition.assignment.strategy"] = assignor
-        self.consumer = Consumer(config)
+            settings["partition.assignment.strategy"] = assignor
+        self.consumer = Consumer(settings)
         self.consumer.subscribe([topic])
         self.partitions: list[int] = []
         self._stop = threading.Event()

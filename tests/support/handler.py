@@ -13,7 +13,7 @@ from srm.aws.state import StateStore
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.core.events import DecodedEvent, DecodedEventBuilder, EventBuilder
-from srm.local.event_source import LocalContext
+from srm.local.context import LocalContext
 from tests.support.kafka import Rec
 
 CONTEXT = LocalContext("srm-a-b-mirror")

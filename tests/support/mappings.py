@@ -7,8 +7,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
+
 from srm.core.events import parse_event
-from srm.local.event_source import EmulatedMapping, MappingSettings
+from srm.local.event_source import EmulatedMapping, GroupMember, MappingSettings
+from srm.local.mappings import static_members
 
 
 class Recorder:
@@ -31,7 +34,8 @@ class Recorder:
 def running_mapping(
     bootstrap: str, topic: str, group: str, settings: MappingSettings, *, static: bool = False
 ) -> Iterator[tuple[EmulatedMapping, Recorder]]:
-    """A started mapping of ``topic`` in ``group`` (a static member when ``static``), stopped on exit."""
+    """A started mapping of ``topic`` in ``group`` (a static member when ``static``, which asks the group who holds
+    its id once fenced), stopped on exit."""
     recorder = Recorder()
     consumer_config = {
         "bootstrap.servers": bootstrap,
@@ -42,6 +46,7 @@ def running_mapping(
     }
     if static:
         consumer_config["group.instance.id"] = group
+        consumer_config["session.timeout.ms"] = 6000  # the broker's least: a fenced member asks the group that long
     m = EmulatedMapping(
         name=topic,
         topic=topic,
@@ -51,6 +56,7 @@ def running_mapping(
         source_arn="arn:aws:kafka:local:000000000000:cluster/a/0",
         bootstrap_servers=bootstrap,
         settings=settings,
+        group_members=(lambda g: group_members(bootstrap, g)) if static else None,
     )
     m.start()
     try:
@@ -58,3 +64,8 @@ def running_mapping(
     finally:
         m.stop()
         m.join(10)
+
+
+def group_members(bootstrap: str, group: str) -> dict[str, GroupMember]:
+    """The static members of ``group`` by group.instance.id."""
+    return static_members(AdminClient({"bootstrap.servers": bootstrap}), group)

@@ -17,7 +17,7 @@ import srm.cli.control as cli
 from srm.app import App, Environment
 from srm.aws.state import StateStore
 from srm.control.edits import Control
-from srm.local.event_source import thread_dump
+from srm.local.threads import thread_dump
 from srm.local.worker import Scheduled, Watchdog, _invoke
 from tests.unit.fake_clusters import FakeProbe
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from srm.local.event_source import LocalContext
+from srm.local.context import LocalContext
 from srm.local.store import STATE_DIR
 
 __all__ = ["ApiServer", "api_url", "gateway_event"]

@@ -9,8 +9,11 @@ same records, with backoff, forever (as Lambda's default); partition order is ke
 at a time.
 
 Its consumer is one member of the mapping's group: the nodes of a cluster share the topic's partitions. A member
-fenced by another with its ``group.instance.id`` (a second node given this node's id) stops at once: it drops the
-batch it was collecting, commits nothing more, and says who took over (:attr:`EmulatedMapping.fenced`).
+fenced by another with its ``group.instance.id`` (a second node given this node's id) drops the batch it was
+collecting, commits nothing more, and asks the group who holds its id now. Another consumer: it stops and says who
+(:attr:`EmulatedMapping.fenced`). Its own: librdkafka rejoins after its session times out (a coordinator that does
+not answer for a while, as while a broker restarts), and a commit of the old session is fenced by the new one; a
+new consumer then takes over, as after any broken consumer.
 
 A mapping also keeps what a watchdog needs to tell it is stuck (:meth:`EmulatedMapping.stall`): since when some
 partition of its topic has been assigned to no member of its group, and when it last made progress — a batch
@@ -20,35 +23,41 @@ call waits (the innermost frames of its thread); it rebuilds its consumer when a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import sys
 import threading
 import time
-import traceback
-import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, cast
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from srm.core.events import DecodedEventBuilder, EventBuilder
+from srm.local.context import LocalContext
 from srm.local.positions import WATERMARK_TIMEOUT_S, caught_up
+from srm.local.threads import waiting_in
 
-__all__ = ["EmulatedMapping", "LocalContext", "MappingSettings", "MappingStats", "thread_dump"]
+__all__ = ["EmulatedMapping", "GroupMember", "MappingSettings", "MappingStats"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, Any], Any]  # (the MSK JSON event or a DecodedEvent, the context)
 # group → its members: instance (or member) id → ("client@host", assigned partitions)
-GroupMembers = Callable[[str], dict[str, tuple[str, tuple[int, ...]]]]
+GroupMembers = Callable[[str], dict[str, "GroupMember"]]
 _TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
 _IDLE_POLL_S = 0.5  # the broker holds an empty fetch (fetch.wait.max.ms): an idle mapping costs next to nothing
 _ASSIGNMENT_CHECK_S = 1.0  # how often the assignment is compared with the topic's partitions
 _METADATA_CHECK_S = 5.0  # how often the topic's partition count is asked for
+_FENCE_SETTLE_S = 5.0  # beyond a session: how long a fenced member asks the group who holds its id
+
+
+class GroupMember(NamedTuple):
+    client: str  # client id @ host
+    partitions: tuple[int, ...]  # assigned
+    member_id: str
 
 
 @dataclass(frozen=True)
@@ -66,23 +75,6 @@ class MappingStats:
     failures: int = 0
     last_error: str | None = None
     last_latency_ms: int = 0
-
-
-@dataclass
-class LocalContext:
-    """The part of Lambda's context object handlers and Powertools read."""
-
-    function_name: str
-    memory_limit_in_mb: int = 1024
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    function_version: str = "$LATEST"
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000
 
 
 class OversizedRecordError(RuntimeError):
@@ -126,6 +118,7 @@ class EmulatedMapping:
         self.topic = topic
         self.settings = settings
         self._consumer_config = consumer_config
+        self._member_id = ""  # its last consumer's member id in the group, as that consumer closed
         self._handler = handler
         self._function_name = function_name
         self._source_arn = source_arn
@@ -211,14 +204,9 @@ class EmulatedMapping:
             reason = self.stats.last_error or "records wait beyond the committed offsets and none is replicated"
             if self._invoking and (self.stats.last_error is None or now - self._invoked_at > bound_s):
                 took = now - self._invoked_at
-                reason = f"a handler call under way for {took:.0f}s waits in {self._waiting_in()}"
+                reason = f"a handler call under way for {took:.0f}s waits in {waiting_in(self._thread)}"
             return self._progress_at, f"no batch of {self.topic} replicated: {reason}"
         return None
-
-    def _waiting_in(self) -> str:
-        """Where the poller thread is now (what a stuck call waits on)."""
-        frame = sys._current_frames().get(self._thread.ident or -1)
-        return "(its thread has ended)" if frame is None else _innermost(frame)
 
     @property
     def in_handler(self) -> bool:
@@ -241,7 +229,16 @@ class EmulatedMapping:
             except _RebuildRequested:
                 log.info("event source for %s: consumer rebuilt", self.topic)
             except FencedError:
-                self.fenced = self._taken_over_by()
+                holder = self._taken_over_by()
+                if holder is None:
+                    log.warning(
+                        "event source for %s: member %s was fenced by its own rejoin (after a session timeout) or by "
+                        "a consumer since gone; a new consumer takes its place",
+                        self.topic,
+                        self.instance_id,
+                    )
+                    continue
+                self.fenced = holder
                 log.error(
                     "event source for %s: member %s fenced, it stops: %s took its place in group %s",
                     self.topic,
@@ -280,6 +277,8 @@ class EmulatedMapping:
                 if builder is not None and builder.count:
                     self._deliver(consumer, builder)
         finally:
+            with contextlib.suppress(Exception):
+                self._member_id = consumer.memberid() or ""
             consumer.close()
 
     def _deliver(self, consumer: Consumer, builder: EventBuilder | DecodedEventBuilder) -> None:
@@ -411,7 +410,7 @@ class EmulatedMapping:
             try:
                 members = self._group_members(self.group_id)
                 self._elsewhere = tuple(
-                    sorted({p for m, (_, parts) in members.items() if m != self.instance_id for p in parts})
+                    sorted({p for m, member in members.items() if m != self.instance_id for p in member.partitions})
                 )
             except Exception:
                 pass  # the source does not answer: the other members' partitions stay as last read
@@ -429,15 +428,28 @@ class EmulatedMapping:
         self.last_rebalance_ms = int(time.time() * 1000)
         self._progress_at = time.monotonic()
 
-    def _taken_over_by(self) -> str:
-        """Who holds this member's ``group.instance.id`` now, as the group tells (client id @ host)."""
+    def _taken_over_by(self) -> str | None:
+        """Who holds this member's ``group.instance.id`` now (client id @ host), or None when it was this mapping's
+        own consumer. The group is asked until it answers: nobody, or the member id its last consumer had, holds the
+        id — its own rejoin; another member holds it past a session — taken over (the member of a rejoin whose
+        answer the consumer never read expires within a session: nothing heartbeats for it)."""
         if self._group_members is None or self.instance_id is None:
             return "another consumer"
-        try:
-            found = self._group_members(self.group_id).get(self.instance_id)
-        except Exception:
-            found = None
-        return found[0] if found else "another consumer"
+        session_s = int(self._consumer_config.get("session.timeout.ms", 45_000)) / 1000
+        deadline = time.monotonic() + session_s + _FENCE_SETTLE_S
+        holder = None
+        while not self.stopping and time.monotonic() < deadline:
+            try:
+                members: dict[str, GroupMember] | None = self._group_members(self.group_id)
+            except Exception:  # the coordinator is not back yet
+                members = None
+            if members is not None:
+                found = members.get(self.instance_id)
+                if found is None or found.member_id == self._member_id:
+                    return None
+                holder = found.client
+            self._stop_event.wait(1.0)
+        return holder
 
     def _stuck_on_oversized(self, msg: Message, estimate: int) -> None:
         """A record too big for one invocation is never skipped: report it and hold the partition."""
@@ -478,18 +490,3 @@ class EmulatedMapping:
             return False
         finally:
             self._invoking = False
-
-
-def _innermost(frame: Any, depth: int = 5) -> str:
-    """A thread's innermost frames, innermost first."""
-    stack = traceback.extract_stack(frame)[-depth:]
-    return " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
-
-
-def thread_dump() -> str:
-    """Every thread of this process and where it is, one per line: what a call that does not return waits on may
-    be another thread (a pool's)."""
-    names = {t.ident: t.name for t in threading.enumerate()}
-    return "\n".join(
-        f"  {names.get(ident, ident)}: {_innermost(frame)}" for ident, frame in sorted(sys._current_frames().items())
-    )

@@ -20,18 +20,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka.admin import AdminClient
+
 from srm.aws.state import EventSourceMappingRecord
 from srm.config.settings import FlowSettings, SrmConfig
 from srm.core.events import local_event_source_arn
 from srm.core.plans import MappingConfig, ObservedMapping, mapping_group_id
 from srm.flow import Flow
 from srm.kafka.clients import consumer_config
-from srm.local.event_source import EmulatedMapping, MappingSettings
+from srm.local.event_source import EmulatedMapping, GroupMember, MappingSettings
 
 if TYPE_CHECKING:
     from srm.app import App
 
-__all__ = ["LocalEventSources"]
+__all__ = ["LocalEventSources", "static_members"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,8 @@ class LocalEventSources:
         with self._lock:
             running = dict(self._running)
         for topic, mapping in running.items():
+            if mapping.thread.fenced is not None:
+                continue  # kept for the worker to see (it stops the node): a new one would fence the one that took over
             if wanted.get(topic) != mapping.config or not mapping.thread.is_alive():
                 self._stop(topic)
         for topic, config in wanted.items():
@@ -158,23 +162,29 @@ class LocalEventSources:
         log.info("replicating %s (%s->%s)", topic, source, target)
         return mapping
 
-    def _group_assignment(self, group: str) -> dict[str, tuple[str, tuple[int, ...]]]:
-        """The members of a mapping's group that are nodes of this cluster (this one included): node id → (client
-        id @ host, its partitions). Partitions another consumer holds are assigned to no node."""
+    def _group_assignment(self, group: str) -> dict[str, GroupMember]:
+        """The members of a mapping's group that are nodes of this cluster (this one included), by node id.
+        Partitions another consumer holds are assigned to no node."""
         flow = self._app.env.flow()
         config = self._app.config()
-        admin = self._app.kafka.admin(config, flow.source, flow)
-        found = admin.describe_consumer_groups([group], request_timeout=5)[group].result()
         now = int(time.time() * 1000)
         nodes = {n for n, r in self._app.nodes(config).nodes().items() if r.alive(now)} | {self.member_id}
-        return {
-            m.group_instance_id: (
-                f"{m.client_id}@{m.host.lstrip('/')}",
-                tuple(sorted(tp.partition for tp in (m.assignment.topic_partitions if m.assignment else []))),
-            )
-            for m in found.members
-            if m.group_instance_id in nodes
-        }
+        members = static_members(self._app.kafka.admin(config, flow.source, flow), group)
+        return {node: member for node, member in members.items() if node in nodes}
+
+
+def static_members(admin: AdminClient, group: str) -> dict[str, GroupMember]:
+    """The static members of ``group``, by ``group.instance.id``."""
+    found = admin.describe_consumer_groups([group], request_timeout=5)[group].result()
+    return {
+        m.group_instance_id: GroupMember(
+            f"{m.client_id}@{m.host.lstrip('/')}",
+            tuple(sorted(tp.partition for tp in (m.assignment.topic_partitions if m.assignment else []))),
+            m.member_id,
+        )
+        for m in found.members
+        if m.group_instance_id
+    }
 
 
 def _observed(record: EventSourceMappingRecord) -> ObservedMapping:

@@ -31,9 +31,11 @@ from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
 from srm.kafka.admin import ensure_topic
 from srm.kafka.clients import consumer_config
-from srm.local.event_source import EmulatedMapping, LocalContext, thread_dump
+from srm.local.context import LocalContext
+from srm.local.event_source import EmulatedMapping
 from srm.local.leadership import Leadership, leader_group, nodes_topic
 from srm.local.mappings import LocalEventSources
+from srm.local.threads import thread_dump
 
 __all__ = ["FENCED_EXIT", "LocalEventSources", "Scheduled", "Stall", "Watchdog", "main", "run_worker"]
 
