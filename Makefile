@@ -28,6 +28,7 @@ install: $(STAMP) kafka $(SAM_VENV)/bin/sam chromium
 kafka: $(STAMP)
 	@$(BIN)/python -m srm.local.kafka install
 	@$(BIN)/python -m srm.local.clusters archive  # a broker's classes, mapped by every start: a quicker, cheaper one
+	@$(BIN)/python -m srm.local.aggregator archive  # the Spark driver's classes, likewise (the metrics aggregation)
 
 $(SAM_VENV)/bin/sam:
 	@test -n "$(PYTHON312)" || { echo "make: python3.12 is needed for sam build (the functions' runtime); install it or set PYTHON312=/path/to/python3.12"; exit 2; }

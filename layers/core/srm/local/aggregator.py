@@ -7,7 +7,9 @@ With the state in Kafka, the workers of every node send their raw records to one
 ``srm-leader.<group id>.metrics``, and the one that leads reads the topic, from its start, into its raw files
 (:class:`srm.kafka.raw_metrics.RawDownload`) and aggregates them; the others wait, without a JVM.
 
-One SparkSession lives as long as the process, so the JVM starts once. It is bounded: ``local[1]`` (one core of the
+One SparkSession lives as long as the process, so the JVM starts once, mapping the driver's class-data archive when
+``make install`` wrote one (``python -m srm.local.aggregator archive``: the classes an aggregation loads, a start of
+a third of the CPU). It is bounded: ``local[1]`` (one core of the
 machine's, the workers keep the rest), driver memory ``SRM_SPARK_DRIVER_MEMORY`` (default 512m: a minute of raw
 files of a busy local flow is a few MB; the job reads files whole, so a file must fit — FileSink caps them at
 16 MiB), no UI. Environment: ``SRM_METRICS_DIR`` (raw files under ``raw/``, the manifest beside them),
@@ -20,7 +22,9 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -28,20 +32,38 @@ from typing import Any
 import boto3
 
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
+from srm.local.kafka import install_root
 
-__all__ = ["aggregate_once", "main", "spark_session"]
+__all__ = ["aggregate_once", "archive_classes", "class_archive", "main", "spark_session"]
 
 log = logging.getLogger("srm.aggregator")
 
 
-def spark_session(driver_memory: str = "512m", *, cores: int = 1, app_name: str = "srm-metrics") -> Any:
-    """A local SparkSession bound to loopback: nothing outside this machine needs to reach its driver."""
+def class_archive() -> Path:
+    """Where the Spark driver's class-data archive of the installed pyspark lives (beside Kafka's jars)."""
+    from pyspark import __version__
+
+    return install_root().parent / "spark" / __version__ / "driver-classes.jsa"
+
+
+def spark_session(
+    driver_memory: str = "512m", *, cores: int = 1, app_name: str = "srm-metrics", archive_to: Path | None = None
+) -> Any:
+    """A local SparkSession bound to loopback: nothing outside this machine needs to reach its driver. Its JVM maps
+    the class-data archive when there is one (it checks the archive against its build and the jars, and starts
+    without it if they differ), or with ``archive_to`` writes one as it exits."""
     # Read by the JVM pyspark launches: without it Spark looks up the host's address and warns when that is loopback.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    archive = class_archive()
+    if archive_to is not None:
+        java = f"-XX:ArchiveClassesAtExit={archive_to} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    else:
+        java = f"-XX:SharedArchiveFile={archive}" if archive.exists() else ""
     session = (
         SparkSession.builder.master(f"local[{cores}]")
+        .config("spark.driver.extraJavaOptions", java)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", driver_memory)
@@ -77,7 +99,46 @@ def aggregate_once(spark: Any, metrics_dir: Path, table: MetricsTable) -> Any:
     return run_once(spark, store, table, settle_ms=5_000)
 
 
+def archive_classes() -> Path:
+    """Write the driver's class-data archive (unless there): a process of its own runs an aggregation, and its JVM
+    dumps the classes it loaded as it exits."""
+    archive = class_archive()
+    if archive.exists():
+        return archive
+    partial = archive.with_name(archive.name + ".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.unlink(missing_ok=True)
+    subprocess.run([sys.executable, "-m", "srm.local.aggregator", "archive-run", str(partial)], check=True)
+    if not partial.exists():
+        raise RuntimeError(f"the Spark driver wrote no class-data archive to {partial}")
+    partial.rename(archive)
+    return archive
+
+
+def _archive_run(partial: Path) -> None:
+    """An aggregation over one line (a bad one: the plan runs whole, over no record) in a JVM archiving its classes."""
+    from pyspark import SparkContext
+
+    from srm.metrics.aggregate import aggregate, check_lines, read_lines, records_of
+
+    spark = spark_session(archive_to=partial)
+    with tempfile.TemporaryDirectory(prefix="srm-archive-") as work:
+        raw = Path(work) / "raw.jsonl"
+        raw.write_text("{}\n")
+        aggregate(records_of(check_lines(read_lines(spark, [str(raw)])))).collect()
+    jvm = SparkContext._gateway.proc  # type: ignore[union-attr]
+    spark.stop()
+    jvm.stdin.close()  # the gateway exits when its stdin closes; the archive is written as the JVM exits
+    jvm.wait(120)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["archive"]:  # make install
+        print(f"Spark driver class-data archive {archive_classes()}")
+        return 0
+    if sys.argv[1:2] == ["archive-run"]:
+        _archive_run(Path(sys.argv[2]))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     metrics_dir = Path(os.environ["SRM_METRICS_DIR"])

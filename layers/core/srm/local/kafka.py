@@ -23,6 +23,7 @@ __all__ = [
     "KAFKA_VERSION",
     "KafkaInstallError",
     "install",
+    "install_root",
     "kafka_version",
     "libs_dir",
 ]
@@ -46,7 +47,8 @@ def kafka_version() -> str:
     return os.environ.get(_VERSION_ENV) or KAFKA_VERSION
 
 
-def _install_root() -> Path:
+def install_root() -> Path:
+    """Where the Kafka versions' jars are installed (beside Python when its prefix is writable)."""
     beside_python = Path(sys.prefix) / "share" / "serverless-srm" / "kafka"
     if os.access(sys.prefix, os.W_OK) or beside_python.exists():
         return beside_python
@@ -63,7 +65,7 @@ def libs_dir(version: str | None = None) -> Path:
             )
         return libs
     version = version or kafka_version()
-    libs = _install_root() / version / "libs"
+    libs = install_root() / version / "libs"
     if not (libs / _READY_MARK).exists():
         raise KafkaInstallError(
             f"Apache Kafka {version} is not installed: run `make install` (or `python -m srm.local.kafka install "
@@ -76,7 +78,7 @@ def install(version: str | None = None) -> Path:
     """Resolve Apache Kafka ``version`` (broker, MirrorMaker 2, the log4j2 binding) into its libs folder unless it is
     there already. Safe to run concurrently. Returns the folder."""
     version = version or kafka_version()
-    target = _install_root() / version / "libs"
+    target = install_root() / version / "libs"
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
