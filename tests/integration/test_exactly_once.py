@@ -17,7 +17,9 @@ from srm.app import App
 from srm.aws.state import StateError
 from srm.core.events import parse_event
 from srm.core.offsets import translate
+from srm.core.source_offsets import SourceOffset
 from srm.handlers.mirror import lambda_handler
+from srm.kafka.transactions import read_source_offsets, transactional_id
 from srm.replication.context import MirrorError
 from srm.replication.mirror import replicate_batch
 from tests.support.handler import CONTEXT, HandlerFlow, kafka_event
@@ -184,3 +186,63 @@ def test_source_offsets_are_in_mm2s_offsets_topic_format(flow):
         {"offset": 39, "runs": [[25, 26, 15]]},
     ]
     assert [r.offset for r in remote] == [*range(25), *range(26, 41)]
+
+
+def open_transaction(b: str, tid: str, offsets_topic: str, offset: SourceOffset) -> Producer:
+    """A producer of ``tid`` that wrote ``offset`` to the offsets topic in a transaction it leaves open (a container
+    that crashed mid-transaction); kept by the caller, so the broker holds it open a minute."""
+    producer = Producer({"bootstrap.servers": b, "transactional.id": tid, "transaction.timeout.ms": 60_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(offsets_topic, offset.value(), offset.key())
+    producer.flush(30)
+    return producer
+
+
+def test_offsets_read_back_waits_out_an_open_transaction_and_finds_one_committed_after_it(flow):
+    # GIVEN a transaction left open in the offsets topic, then a newer committed offset of a partition after it
+    b, topic = flow["b"], f"{flow['prefix']}.late"
+    offsets = unique("offsets")
+    create_topic_with_records(b, offsets, 1, 0)
+    stuck = open_transaction(b, unique("tid"), offsets, SourceOffset("a", f"{topic}-other", 0, 9))
+    committed = Producer({"bootstrap.servers": b, "transactional.id": unique("tid")})
+    committed.init_transactions(30)
+    for last in (4, 7):
+        committed.begin_transaction()
+        committed.produce(offsets, SourceOffset("a", topic, 0, last).value(), SourceOffset("a", topic, 0, last).key())
+        committed.commit_transaction(30)
+    # WHEN the offset is read back, and the open transaction is aborted a moment later
+    found: list[Any] = []
+    reader = threading.Thread(
+        target=lambda: found.append(read_source_offsets({"bootstrap.servers": b}, offsets, [("a", topic, 0)], 30))
+    )
+    reader.start()
+    reader.join(2)
+    still_reading = reader.is_alive()
+    stuck.abort_transaction(30)
+    reader.join(30)
+    # THEN the read waited for it, and found the newest committed offset (not the one before the open transaction)
+    assert still_reading, "the read ended at the last stable offset, below a committed transaction"
+    assert found and found[0][(topic, 0)].last == 7, found
+
+
+def test_a_container_taking_over_one_partition_fences_the_open_transactions_of_the_others(flow):
+    # GIVEN 4 partitions replicated once, then a container that crashed with a transaction open on every partition
+    a, b = flow["a"], flow["b"]
+    topic, source = source_topic(flow, "crash", 4, 200)
+    replicate_batch(parse_event(kafka_event(a, topic, source))[1], flow["container"]().mirror_context())
+    left_open = [
+        open_transaction(
+            b, transactional_id("a", "b", topic, p), "mm2-offsets.a.internal", SourceOffset("a", topic, p, 99)
+        )
+        for p in range(4)
+    ]
+    # WHEN another container gets partition 0's records again (the event source redelivers what it did not commit)
+    produce(a, topic, numbered_records(4, 4, topic, start=200))
+    again = {0: read_partition(a, topic, 0)}
+    result = lambda_handler(kafka_event(a, topic, again), CONTEXT)
+    # THEN it fenced the crashed producers of partitions 1-3 too (its read back would wait out their transactions
+    # otherwise), found partition 0's committed offset, and wrote only the new record
+    assert (result["records"], result["alreadyWritten"]) == (1, 50)
+    assert [r.value for r in read_partition(b, f"a.{topic}", 0)] == [r.value for r in again[0]]
+    assert len(left_open) == 4

@@ -69,6 +69,21 @@ class TransactionalProducers:
             self._producers[(topic, partition)] = (conf, producer)
         return producer, True
 
+    def holds(self, topic: str, partition: int) -> bool:
+        with self._lock:
+            return (topic, partition) in self._producers
+
+    def fence(self, tid: str) -> None:
+        """Fence every producer of ``tid`` and abort what it left open (a producer initialized, then closed)."""
+        producer = self._build({**self.base, "transactional.id": tid})
+        try:
+            producer.init_transactions(self.timeout_s)
+        except KafkaException as e:
+            raise TransactionError(f"{tid}: cannot fence: {_reason(e)}") from None
+        finally:
+            with contextlib.suppress(KafkaException):
+                producer.flush(0)
+
     def discard(self, topic: str, partition: int) -> None:
         with self._lock:
             dropped = self._producers.pop((topic, partition), None)
@@ -98,8 +113,10 @@ def read_source_offsets(
     timeout_s: float,
 ) -> dict[tuple[str, int], SourceOffset]:
     """The newest committed offset of each wanted ``(source, topic, partition)`` in the offsets ``topic``, by
-    (topic, partition). Read ``read_committed`` from the log start up to the end offset seen when called: every
-    transaction committed before the call is below it, and the read waits out transactions still open there."""
+    (topic, partition). Read ``read_committed`` from the log start up to the high watermark seen when called: every
+    transaction committed before the call is below it, and the read waits out transactions still open there. (Not
+    the end a read_committed consumer is told, the last stable offset: a transaction committed after another one
+    that is still open lies beyond it, and a read ending there would take an older offset for the newest.)"""
     wanted_keys = {(s, t, p) for s, t, p in wanted}
     found: dict[tuple[str, int], SourceOffset] = {}
     consumer = Consumer(
@@ -115,9 +132,13 @@ def read_source_offsets(
         if metadata is None or metadata.error is not None:
             raise TransactionError(f"cannot read {topic}: {metadata.error.str() if metadata else 'no such topic'}")
         ranges = {}
-        for p in metadata.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-            ranges[(topic, p)] = (low, high)
+        ends = Consumer({**consumer_conf, "group.id": "srm-exactly-once-reader", "isolation.level": "read_uncommitted"})
+        try:
+            for p in metadata.partitions:
+                low, high = ends.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+                ranges[(topic, p)] = (low, high)
+        finally:
+            ends.close()
         # Short polls: the topic holds a few records per partition replicated, and a long one waits out its timeout.
         for msg in read_to_end(consumer, ranges, timeout_s, poll_s=0.02):
             where = parse_source_partition(msg.key() or b"")

@@ -67,6 +67,7 @@ class ExactlyOnce:
         self._timeout_s = 30.0
         self._committed: dict[PartitionKey, _Committed] = {}
         self._open: set[PartitionKey] = set()  # partitions in a transaction not committed yet
+        self._held: set[PartitionKey] = set()  # partitions this container has held a producer of
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None  # commits of a batch's partitions, started on first use
         self._pool_lock = threading.Lock()
@@ -84,12 +85,18 @@ class ExactlyOnce:
         earlier transaction's runs into the state table if they may be missing there (``record_runs``). Returns
         the records still to write and how many were left out."""
         unknown: list[PartitionKey] = []
-        for batch, _, _ in pending:
+        acquired: dict[str, tuple[str, Producer]] = {}  # topics of partitions first held now: (remote, a producer)
+        for batch, remote, _ in pending:
             key = (batch.topic, batch.partition)
-            _, initialized = self._producer(key)
+            producer, initialized = self._producer(key)
             with self._lock:
                 if initialized or key not in self._committed:
                     unknown.append(key)
+                if key not in self._held:
+                    acquired.setdefault(batch.topic, (remote, producer))
+                    self._held.add(key)
+        for topic, (remote, producer) in acquired.items():
+            self._fence_others(topic, remote, producer)
         if unknown:
             wanted = [(self.source, t, p) for t, p in unknown]
             found = read_source_offsets(self._reader, self.offsets_topic, wanted, self._timeout_s)
@@ -217,6 +224,19 @@ class ExactlyOnce:
             raise
 
     # -- internals ----------------------------------------------------------------------------------------------
+    def _fence_others(self, topic: str, remote: str, producer: Producer) -> None:
+        """Fence the producers of the topic's partitions this container holds none of. The read back waits out the
+        transactions open in the offsets topic, and those of a crashed container, of partitions not in this batch,
+        would stay open a transaction timeout: their next holder may be this container, whose next batch waits for
+        this one. A live holder's transaction is aborted once, and its batch retried (never fencing again)."""
+        try:
+            partitions = len(producer.list_topics(remote, timeout=self._timeout_s).topics[remote].partitions)
+        except (KafkaException, KeyError):
+            return  # the read back then waits for those transactions, or fails and the batch is retried
+        for p in range(partitions):
+            if not self._producers.holds(topic, p):
+                self._producers.fence(self._tid((topic, p)))
+
     def _tid(self, key: PartitionKey) -> str:
         return transactional_id(self.source, self.target, *key)
 
