@@ -191,7 +191,9 @@ def test_source_offsets_are_in_mm2s_offsets_topic_format(flow):
 def open_transaction(b: str, tid: str, offsets_topic: str, offset: SourceOffset) -> Producer:
     """A producer of ``tid`` that wrote ``offset`` to the offsets topic in a transaction it leaves open (a container
     that crashed mid-transaction); kept by the caller, so the broker holds it open a minute."""
-    producer = Producer({"bootstrap.servers": b, "transactional.id": tid, "transaction.timeout.ms": 60_000})
+    # quiet: it outlives the test (and the clusters, at the session's end) and would log every failed reconnect
+    config = {"bootstrap.servers": b, "transactional.id": tid, "transaction.timeout.ms": 60_000, "log_level": 0}
+    producer = Producer(config)
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce(offsets_topic, offset.value(), offset.key())
@@ -205,7 +207,7 @@ def test_offsets_read_back_waits_out_an_open_transaction_and_finds_one_committed
     offsets = unique("offsets")
     create_topic_with_records(b, offsets, 1, 0)
     stuck = open_transaction(b, unique("tid"), offsets, SourceOffset("a", f"{topic}-other", 0, 9))
-    committed = Producer({"bootstrap.servers": b, "transactional.id": unique("tid")})
+    committed = Producer({"bootstrap.servers": b, "transactional.id": unique("tid"), "log_level": 0})
     committed.init_transactions(30)
     for last in (4, 7):
         committed.begin_transaction()

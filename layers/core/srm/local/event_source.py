@@ -17,8 +17,8 @@ new consumer then takes over, as after any broken consumer.
 
 A mapping also keeps what a watchdog needs to tell it is stuck (:meth:`EmulatedMapping.stall`): since when some
 partition of its topic has been assigned to no member of its group, and when it last made progress — a batch
-committed, or its partitions confirmed read to the end — and, when one handler call outlasts the bound, where that
-call waits (the innermost frames of its thread); it rebuilds its consumer when asked.
+committed, or its partitions confirmed read to the end — and, when it makes none, where its thread waits (the
+innermost frames: a handler call that outlasts the bound, or a consumer call); it rebuilds its consumer when asked.
 """
 
 from __future__ import annotations
@@ -205,13 +205,10 @@ class EmulatedMapping:
             if self._invoking and (self.stats.last_error is None or now - self._invoked_at > bound_s):
                 took = now - self._invoked_at
                 reason = f"a handler call under way for {took:.0f}s waits in {waiting_in(self._thread)}"
+            elif not self._invoking:  # the consumer's side: a poll, or a call that does not return (a commit)
+                reason += f"; its poller is in {waiting_in(self._thread)}"
             return self._progress_at, f"no batch of {self.topic} replicated: {reason}"
         return None
-
-    @property
-    def in_handler(self) -> bool:
-        """Whether a handler call is under way (a stall then names where it waits)."""
-        return self._invoking
 
     def rebuild(self) -> bool:
         """Ask the poller to close its consumer and start a new one (it does so between batches); False while a

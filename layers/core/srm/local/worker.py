@@ -122,7 +122,7 @@ class Watchdog:
         for what, new in found.items():
             if what not in self.stalls:
                 log.warning("%s->%s: %s stalled since %s: %s", source, target, what, _clock(new.since_ms), new.reason)
-                if what in stuck and stuck[what].in_handler:
+                if what in stuck:  # where a call that does not return waits may be another thread (a pool's)
                     log.warning("%s->%s: the worker's threads:\n%s", source, target, thread_dump())
         for what, mapping in stuck.items():
             if now - self._rebuilt_at.get(what, -self.bound_s) >= self.bound_s and mapping.rebuild():

@@ -94,9 +94,10 @@ class ExactlyOnce:
                     unknown.append(key)
                 if key not in self._held:
                     acquired.setdefault(batch.topic, (remote, producer))
-                    self._held.add(key)
         for topic, (remote, producer) in acquired.items():
-            self._fence_others(topic, remote, producer)
+            self._fence_others(topic, remote, producer)  # a failure: the batch is retried, fencing again
+        with self._lock:
+            self._held.update((b.topic, b.partition) for b, _, _ in pending)
         if unknown:
             wanted = [(self.source, t, p) for t, p in unknown]
             found = read_source_offsets(self._reader, self.offsets_topic, wanted, self._timeout_s)
