@@ -14,6 +14,7 @@ from srm.aws.state import StateStore, create_state_table
 from srm.local.kafka import kafka_version
 from tests.support.aws import aws
 from tests.support.clusters import Cluster, SharedClusters, log_tails, running_clusters, using_external_clusters
+from tests.support.kafka import close_clients
 from tests.support.runtime import STARTED, run_log_tails
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.
@@ -35,6 +36,19 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     STARTED[:] = [run for run in STARTED if run.alive()]  # a module's run outlives its first test
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """The record helpers' clients live as long as a test: closed before its fixtures stop its clusters."""
+    yield
+    close_clients()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield
+    close_clients()  # those a fixture's teardown opened
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -34,6 +34,7 @@ from srm.mm2.formats import Checkpoint, OffsetSync
 from tests.e2e.test_failover import consume_and_commit, wait_group_synced
 from tests.support.clusters import RUNNING
 from tests.support.kafka import (
+    admin,
     assert_identical,
     assert_no_loss,
     create_topic,
@@ -356,11 +357,11 @@ def delete_acl(bootstrap: str, acl: AclBinding) -> None:
 
 
 def topic_acls(bootstrap: str, topic: str) -> set[tuple[str, str]]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     acl_filter = AclBindingFilter(
         TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY
     )
-    return {(b.principal, b.operation.name) for b in admin.describe_acls(acl_filter, request_timeout=30).result(30)}
+    bindings = admin(bootstrap).describe_acls(acl_filter, request_timeout=30).result(30)
+    return {(b.principal, b.operation.name) for b in bindings}
 
 
 def records_of(bootstrap: str, topic: str) -> list:

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from srm.mm2.formats import Checkpoint, OffsetSync
-from tests.support.kafka import create_topic, read_partition, unique, wait_for, wait_replicated
+from tests.support.kafka import admin, create_topic, read_partition, unique, wait_for, wait_replicated
 from tests.support.runtime import srm_run
 
 pytestmark = pytest.mark.e2e
@@ -129,8 +128,7 @@ def consume_rest(bootstrap: str, group: str, topic: str, partitions: int, expect
 
 
 def committed_on(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # the client must outlive its future
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    result = admin(bootstrap).list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
     return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == topic and tp.offset >= 0}
 
 
@@ -179,8 +177,7 @@ def test_failover_group_resumes_on_target_exactly_across_truncation_transactions
     # GIVEN three partitions: p0 truncated by DeleteRecords, p1 holding committed and aborted transactions, p2 plain
     a, b = module_clusters["a"].bootstrap, module_clusters["b"].bootstrap
     topic, group = plain_and_transactional(a, 3, plain=100, transactions=[t != 3 for t in range(8)])
-    admin = AdminClient({"bootstrap.servers": a})
-    admin.delete_records([TopicPartition(topic, 0, 30)])[TopicPartition(topic, 0, 30)].result(30)
+    admin(a).delete_records([TopicPartition(topic, 0, 30)])[TopicPartition(topic, 0, 30)].result(30)
     produce_values(a, topic, 2, [f"p2-{i}".encode() for i in range(100)])
     source = {p: values_of(read_partition(a, topic, p)) for p in range(3)}
     assert len(source[0]) == 70 and len(source[1]) == 70 and len(source[2]) == 100
@@ -239,9 +236,8 @@ def test_group_sync_active_target_group_is_never_overwritten_and_ahead_group_not
         }
     )
     member.subscribe([remote])
-    admin = AdminClient({"bootstrap.servers": b})
     wait_for(
-        lambda: member.poll(0.2) is None and admin.describe_consumer_groups([active])[active].result().members,
+        lambda: member.poll(0.2) is None and admin(b).describe_consumer_groups([active])[active].result().members,
         30,
         message="active member joined",
     )

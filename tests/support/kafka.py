@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 Header = tuple[str, bytes | None]
@@ -30,8 +33,62 @@ def unique(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+# A new client costs a broker 15-60 ms of CPU (connections, metadata), a question over an open one about 1 ms, and
+# waits ask several times a second: the helpers keep their clients until the test ends (close_clients, which
+# tests/conftest.py calls after each test), one set per thread, as a reading consumer is not shared between threads.
+_clients: dict[tuple[object, ...], AdminClient | Consumer] = {}
+_clients_lock = threading.Lock()
+# What they log (a kept client retries a stopped cluster) goes to the test's captured log, not to the terminal.
+_CLIENT_LOG = logging.getLogger("tests.kafka.clients")
+
+
+def _cached(key: tuple[object, ...], make) -> Any:
+    key = (*key, threading.get_ident())
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = make()
+        return client
+
+
+def close_clients() -> None:
+    """Close the clients the helpers kept: the test's clusters may stop, and another test's take their ports."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        if isinstance(client, Consumer):
+            client.close()
+
+
 def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return _cached(("admin", bootstrap), lambda: AdminClient({"bootstrap.servers": bootstrap, "logger": _CLIENT_LOG}))
+
+
+def _reader(bootstrap: str, isolation: str) -> Consumer:
+    """A consumer that is only ever assigned partitions (no group membership), kept for the test."""
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": unique("reader"),
+        "enable.auto.commit": False,
+        "isolation.level": isolation,
+        # an assignment's first fetch waits for the last one's end: no held fetch to wait out
+        "fetch.wait.max.ms": 10,
+        "logger": _CLIENT_LOG,
+    }
+    return _cached(("reader", bootstrap, isolation), lambda: Consumer(config))
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+    """Low and high watermark of ``tp``, asked of the broker. A kept client's metadata may predate partitions added
+    since (it refreshes every 5 minutes): it is refreshed when the partition is unknown to it."""
+    try:
+        return consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+    except KafkaException as e:
+        if e.args[0].code() not in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+            raise
+    consumer.list_topics(tp.topic, timeout=10)
+    return consumer.get_watermark_offsets(tp, timeout=10, cached=False)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
@@ -77,34 +134,32 @@ def read_partition(
     bootstrap: str, topic: str, partition: int, timeout: float = 20.0, isolation: str = "read_committed"
 ) -> list[Rec]:
     """Every record of a partition, from the log start to the end offset at the time of the call."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique("reader"),
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-        }
-    )
+    consumer = _reader(bootstrap, isolation)
+    tp = TopicPartition(topic, partition)
+    low, high = _settled_watermarks(consumer, bootstrap, tp, isolation)
+    if high <= low:
+        return []
+    consumer.assign([TopicPartition(topic, partition, low)])
     try:
-        tp = TopicPartition(topic, partition)
-        low, high = _settled_watermarks(consumer, bootstrap, tp, isolation)
-        if high <= low:
-            return []
-        consumer.assign([TopicPartition(topic, partition, low)])
         out: list[Rec] = []
         deadline = time.monotonic() + timeout
+        remaining = high - low  # at most this many records are left: a batch asked for more would wait out its timeout
         while time.monotonic() < deadline:
-            for m in consumer.consume(1000, timeout=0.5):
-                if m.error():
+            for m in consumer.consume(max(1, min(1000, remaining)), timeout=0.5):
+                # the consumer is reused: take only this assignment's records, each once, in order
+                if m.error() or m.topic() != topic or m.partition() != partition:
+                    continue
+                if m.offset() < low or (out and m.offset() <= out[-1].offset):
                     continue
                 headers = tuple(m.headers() or ())
                 out.append(Rec(m.key(), m.value(), headers, m.timestamp()[1], m.offset()))
             position = consumer.position([tp])[0].offset
             if position >= high:
                 break
+            remaining = high - max(position, low)
         return out
     finally:
-        consumer.close()
+        consumer.unassign()
 
 
 def _settled_watermarks(consumer: Consumer, bootstrap: str, tp: TopicPartition, isolation: str) -> tuple[int, int]:
@@ -114,21 +169,15 @@ def _settled_watermarks(consumer: Consumer, bootstrap: str, tp: TopicPartition, 
     stand before records committed a moment ago. It reaches the log end within moments unless a transaction is really
     open (a zombie's, say), which is then left out as read_committed leaves it out.
     """
-    low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+    low, high = _watermarks(consumer, tp)
     if isolation != "read_committed":
         return low, high
-    log_end = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": unique("ends"), "isolation.level": "read_uncommitted"}
-    )
-    try:
-        end = log_end.get_watermark_offsets(tp, timeout=10, cached=False)[1]
-        deadline = time.monotonic() + 3.0
-        while high < end and time.monotonic() < deadline:
-            time.sleep(0.05)
-            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-        return low, high
-    finally:
-        log_end.close()
+    end = _watermarks(_reader(bootstrap, "read_uncommitted"), tp)[1]
+    deadline = time.monotonic() + 3.0
+    while high < end and time.monotonic() < deadline:
+        time.sleep(0.05)
+        low, high = _watermarks(consumer, tp)
+    return low, high
 
 
 def read_topic(bootstrap: str, topic: str) -> dict[int, list[Rec]]:
@@ -151,14 +200,10 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.25, message: 
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm")})
-    try:
-        n = topic_partitions(bootstrap, topic) or 0
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in range(n)
-        }
-    finally:
-        consumer.close()
+    """Each partition's end as a read_committed consumer sees it (the last stable offset)."""
+    consumer = _reader(bootstrap, "read_committed")
+    n = topic_partitions(bootstrap, topic) or 0
+    return {p: _watermarks(consumer, TopicPartition(topic, p))[1] for p in range(n)}
 
 
 def record_count(bootstrap: str, topic: str) -> int:
@@ -171,7 +216,11 @@ def wait_replicated(source: str, source_topic: str, target: str, remote_topic: s
     want = {p: len(r) for p, r in read_topic(source, source_topic).items()}
 
     def done():
-        have = read_topic(target, remote_topic) if topic_partitions(target, remote_topic) else {}
+        # a partition holds no more records than its end offset: read the records only once the ends allow them
+        ends = end_offsets(target, remote_topic)
+        if not ends or any(ends.get(p, 0) < n for p, n in want.items()):
+            return False
+        have = read_topic(target, remote_topic)
         return all(len(have.get(p, [])) >= n for p, n in want.items()) and have
 
     wait_for(done, timeout, message=f"{source_topic} replicated to {remote_topic}")

@@ -7,11 +7,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
-
 from srm.core.events import parse_event
 from srm.local.event_source import EmulatedMapping, GroupMember, MappingSettings
 from srm.local.mappings import static_members
+from tests.support.kafka import admin
 
 
 class Recorder:
@@ -68,4 +67,4 @@ def running_mapping(
 
 def group_members(bootstrap: str, group: str) -> dict[str, GroupMember]:
     """The static members of ``group`` by group.instance.id."""
-    return static_members(AdminClient({"bootstrap.servers": bootstrap}), group)
+    return static_members(admin(bootstrap), group)

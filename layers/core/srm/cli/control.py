@@ -23,9 +23,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from srm.app import secrets_manager_resolver
 from srm.aws.config_table import ConfigConflictError, ConfigStoreError
 from srm.aws.nodes import Nodes
+from srm.aws.secrets import secrets_manager_resolver
 from srm.cli.control_edits import register_config, register_filters, register_flows
 from srm.cli.control_failover import register_offsets, register_takeover
 from srm.cli.control_session import PROG, Handler, Parser, Register, Session, UsageError, common_options, flow_args

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from srm.app import secrets_manager_resolver
+from srm.aws.secrets import secrets_manager_resolver
 from srm.aws.state import StateError
 from srm.cli.control_session import PROG, Session, flow_args
 from srm.cli.options import add_command, add_json, add_timeout

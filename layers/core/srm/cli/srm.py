@@ -142,7 +142,7 @@ def _run(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """validate a config file offline and show each cluster's client settings (secrets masked) and each flow's
     filters"""
-    from srm.app import secrets_manager_resolver
+    from srm.aws.secrets import secrets_manager_resolver
     from srm.control.check import check, print_report
 
     report = check(
@@ -165,7 +165,7 @@ def _takeover(args: argparse.Namespace) -> int:
     """
     import json
 
-    from srm.app import secrets_manager_resolver
+    from srm.aws.secrets import secrets_manager_resolver
     from srm.flow import Flow
     from srm.replication.takeover import take_over
 
@@ -201,7 +201,7 @@ def _status(args: argparse.Namespace) -> int:
                 "or give --config FILE to read the cluster's state from Kafka"
             )
         return control(["--local", "status", *options])
-    from srm.app import secrets_manager_resolver
+    from srm.aws.secrets import secrets_manager_resolver
     from srm.local.nodes import kafka_store_spec
     from srm.local.tables.replicated import ReplicatedTables
     from srm.local.tables.server import TablesServer

@@ -95,7 +95,6 @@ class ReplicatedTables:
             "group.id": f"srm-store-reader-{self.writer}",  # never joins nor commits: the partition is assigned
             "enable.auto.commit": "false",
             "isolation.level": "read_committed",
-            "fetch.wait.max.ms": "100",
             "enable.partition.eof": "false",
         }
         self._producer_conf = {**producer, "linger.ms": "0", "enable.idempotence": "true", "acks": "all"}
@@ -368,7 +367,9 @@ class ReplicatedTables:
 
     def _follow(self, consumer: Consumer) -> None:
         while not self._stop.is_set() and not self._rebuild.is_set():
-            messages = consumer.consume(1000, 0.2)
+            # the first change ends the wait (a batch of 1000 would wait out the timeout), the rest come with it
+            first = consumer.poll(0.2)
+            messages = [first, *consumer.consume(999, 0)] if first is not None else []
             with self._lock:
                 for msg in messages:
                     err = msg.error()
