@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from confluent_kafka.admin import AdminClient
 from hypothesis import given
 from hypothesis import strategies as st
 
+from srm.config.parsing import Properties
+from srm.config.secrets import default_secret_resolver
+from srm.config.settings import SrmConfig
+from srm.flow import Flow
 from srm.mm2.formats import OffsetSync
-from srm.replication.takeover import _nearest, mm2_tail
+from srm.replication.takeover import Takeover, _nearest, mm2_tail
 
 
 def test_tail_counts_the_copies_past_the_recorded_position():
@@ -43,3 +48,15 @@ def test_nearest_sync_is_the_newest_below_the_position_else_the_oldest_above():
     assert _nearest(syncs[3:], 250) == syncs[3]
     assert _nearest(syncs, None) == syncs[3]
     assert _nearest([], 5) is None
+
+
+def test_for_flow_uses_the_admin_clients_it_is_given():
+    # An AdminClient is falsy (its len() counts queued requests): the flow's own clients must not be replaced by new
+    # ones each run (topic sync passes the container's).
+    config = SrmConfig.from_properties(
+        Properties.of({"clusters": "a, b", "a.bootstrap.servers": "127.0.0.1:1", "b.bootstrap.servers": "127.0.0.1:2"})
+    )
+    source, target = AdminClient({"log_level": 0}), AdminClient({"log_level": 0})
+    takeover = Takeover.for_flow(config, Flow("a", "b"), default_secret_resolver, source, target)
+    assert takeover.source_admin is source and takeover.target_admin is target
+    assert takeover.syncs_admin is source  # MM2's default: the offset syncs live on the source

@@ -157,7 +157,9 @@ def read_to_end(
         if time.monotonic() >= deadline:
             names = ", ".join(sorted({t for t, _ in ends}))
             raise TimeoutError(f"reading {names} took longer than {timeout:.0f}s{last_error}")
-        for msg in consumer.consume(batch, timeout=poll_s):
+        # the first record ends the wait (a full batch would wait out poll_s), the ones already fetched come with it
+        first = consumer.poll(poll_s)
+        for msg in [first, *consumer.consume(batch - 1, timeout=0)] if first is not None else []:
             err = msg.error()
             if err is None:
                 yield msg

@@ -62,7 +62,7 @@ def await_acks(
     timeout: float,
     producer: Producer | None = None,  # a transactional one (exactly-once); else the flow's
 ) -> None:
-    producer = producer or target.producer
+    producer = target.producer if producer is None else producer
     deadline = time.monotonic() + timeout
     while not all(acks.settled for _, _, acks in pending):
         remaining = deadline - time.monotonic()

@@ -117,8 +117,9 @@ class Takeover:
         def reader(alias: str) -> dict[str, Any]:
             return consumer_config(config, alias, flow, group_id="srm-takeover", resolver=resolver)
 
-        source_admin = source_admin or admin(source)
-        target_admin = target_admin or admin(target)
+        # "is None", not "or": an AdminClient is falsy (its len() counts queued requests), so "or" built new ones
+        source_admin = admin(source) if source_admin is None else source_admin
+        target_admin = admin(target) if target_admin is None else target_admin
         return cls(
             source=source,
             target=target,

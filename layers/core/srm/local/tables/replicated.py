@@ -213,7 +213,7 @@ class ReplicatedTables:
 
     def _produce(self, records: list[tuple[bytes, bytes | None, int]], producer: Producer | None = None) -> _Delivery:
         """Hand the records to the producer (this process's plain one unless told), each tagged with its writer."""
-        producer = producer or self._producer
+        producer = self._producer if producer is None else producer
         assert producer is not None
         delivery = _Delivery(len(records))
         try:
