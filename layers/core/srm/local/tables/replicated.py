@@ -367,9 +367,7 @@ class ReplicatedTables:
 
     def _follow(self, consumer: Consumer) -> None:
         while not self._stop.is_set() and not self._rebuild.is_set():
-            # the first change ends the wait (a batch of 1000 would wait out the timeout), the rest come with it
-            first = consumer.poll(0.2)
-            messages = [first, *consumer.consume(999, 0)] if first is not None else []
+            messages = consumer.consume(1000, 0.2)
             with self._lock:
                 for msg in messages:
                     err = msg.error()
