@@ -94,6 +94,8 @@ def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
     client = admin(bootstrap)  # the client must outlive its future
     client.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
+    # the controller has it; a broker's metadata follows a moment later, and the test's next question may go there
+    wait_for(lambda: topic_partitions(bootstrap, name) == partitions, 30, 0.05, f"{name} in the brokers' metadata")
 
 
 def topic_partitions(bootstrap: str, name: str) -> int | None:
