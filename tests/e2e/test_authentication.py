@@ -342,17 +342,15 @@ def bindings(principal: str, grants: list[Grant]) -> list[AclBinding]:
 
 
 def create_acls(bootstrap: str, acls: list[AclBinding]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # the client must outlive its futures
-    for future in admin.create_acls(list(set(acls)), request_timeout=30).values():
+    for future in admin(bootstrap).create_acls(list(set(acls)), request_timeout=30).values():
         future.result(30)
 
 
 def delete_acl(bootstrap: str, acl: AclBinding) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     acl_filter = AclBindingFilter(
         acl.restype, acl.name, acl.resource_pattern_type, acl.principal, acl.host, acl.operation, acl.permission_type
     )
-    deleted = admin.delete_acls([acl_filter], request_timeout=30)[acl_filter].result(30)
+    deleted = admin(bootstrap).delete_acls([acl_filter], request_timeout=30)[acl_filter].result(30)
     assert deleted, f"no ACL {acl}"
 
 

@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from srm.mm2.client import CheckpointedOffset, MirrorClient
 from srm.mm2.formats import OffsetSync
 from tests.e2e.test_failover import FAST, consume_and_commit, produce_values
-from tests.support.kafka import create_topic, list_topic_names, read_partition, unique, wait_for
+from tests.support.kafka import create_topic, list_topic_names, read_partition, rewind, unique, wait_for
 from tests.support.runtime import SrmRun, group_offsets, write_config
 from tests.support.state import state_store
 
@@ -46,12 +44,6 @@ def wait_copied(source: str, topic: str, target: str, remote: str) -> None:
         )
 
     wait_for(done, 90, interval=1.0, message=f"{topic} copied to {remote}")
-
-
-def rewind(bootstrap: str, group: str, topic: str, offset: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # the client must outlive its future
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, offset) for p in range(PARTITIONS)])
-    admin.alter_consumer_group_offsets([request])[group].result(30)
 
 
 def checkpoints_at(target: str, group: str, upstream: int) -> dict[int, CheckpointedOffset] | None:
@@ -107,7 +99,7 @@ def test_restart_between_phases_keeps_translation_exact_for_a_group_rewound_belo
         wait_for(lambda: checkpoints_at(b, group, 2 * PHASE), 60, message="checkpoints of the group's end")
 
         # WHEN the group rewinds below the restart point
-        rewind(a, group, topic, 100)
+        rewind(a, group, topic, PARTITIONS, 100)
         checkpoints = wait_for(lambda: checkpoints_at(b, group, 100), 60, message="checkpoints of the rewind")
     finally:
         run.stop()
@@ -145,7 +137,7 @@ def test_state_removed_rewound_group_gets_no_checkpoint_and_offsets_command_says
         wait_for(lambda: checkpoints_at(b, group, 2 * PHASE), 60, message="checkpoints of the group's end")
 
         # WHEN the group rewinds below the restart point
-        rewind(a, group, topic, 100)
+        rewind(a, group, topic, PARTITIONS, 100)
 
         # THEN srm-control offsets says, per partition, why the group's offset has no checkpoint
         def why() -> str | None:

@@ -9,14 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, TopicPartition
 
 from srm.local.mirrormaker import MirrorMaker
 from srm.mm2.client import MirrorClient, read_to_end
 from srm.mm2.formats import OffsetSync
 from tests.e2e.test_failover import committed_on, consume_and_commit, consume_rest
-from tests.support.kafka import create_topic, end_offsets, numbered_records, produce, read_topic, unique, wait_for
+from tests.support.kafka import (
+    create_topic,
+    end_offsets,
+    numbered_records,
+    produce,
+    read_topic,
+    rewind,
+    unique,
+    wait_for,
+)
 from tests.support.mm2 import mm2_file
 from tests.support.runtime import SrmRun
 
@@ -45,12 +53,6 @@ def offset_syncs(bootstrap: str, topic: str, of: str) -> list[OffsetSync]:
     finally:
         consumer.close()
     return [s for s in syncs if s.topic == of]
-
-
-def rewind(bootstrap: str, group: str, topic: str, offset: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    tps = [TopicPartition(topic, p, offset) for p in range(PARTITIONS)]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(30)
 
 
 @pytest.mark.parametrize("kind", ["mm2", "srm"])
@@ -121,7 +123,7 @@ def test_same_scenario_on_mirror_maker_2_and_srm(clusters, tmp_path: Path, kind:
         assert duplicates == 0
 
         # WHEN the group rewinds on the source
-        rewind(a, group, topic, 50)
+        rewind(a, group, topic, PARTITIONS, 50)
 
         # THEN the checkpoints follow it back
         def rewound() -> bool:

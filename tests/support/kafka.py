@@ -10,8 +10,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from srm.mm2.client import read_to_end
 
 Header = tuple[str, bytes | None]
 
@@ -63,6 +72,12 @@ def close_clients() -> None:
 
 def admin(bootstrap: str) -> AdminClient:
     return _cached(("admin", bootstrap), lambda: AdminClient({"bootstrap.servers": bootstrap, "logger": _CLIENT_LOG}))
+
+
+def rewind(bootstrap: str, group: str, topic: str, partitions: int, offset: int) -> None:
+    """Set an idle group's committed offset of every partition of ``topic`` to ``offset``."""
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, offset) for p in range(partitions)])
+    admin(bootstrap).alter_consumer_group_offsets([request])[group].result(30)
 
 
 def _reader(bootstrap: str, isolation: str) -> Consumer:
@@ -135,30 +150,19 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[int, Rec]], **co
 def read_partition(
     bootstrap: str, topic: str, partition: int, timeout: float = 20.0, isolation: str = "read_committed"
 ) -> list[Rec]:
-    """Every record of a partition, from the log start to the end offset at the time of the call."""
+    """Every record of a partition, from the log start to the end offset at the time of the call; past ``timeout``
+    raises TimeoutError."""
     consumer = _reader(bootstrap, isolation)
-    tp = TopicPartition(topic, partition)
-    low, high = _settled_watermarks(consumer, bootstrap, tp, isolation)
-    if high <= low:
-        return []
-    consumer.assign([TopicPartition(topic, partition, low)])
+    low, high = _settled_watermarks(consumer, bootstrap, TopicPartition(topic, partition), isolation)
+    out: list[Rec] = []
     try:
-        out: list[Rec] = []
-        deadline = time.monotonic() + timeout
-        remaining = high - low  # at most this many records are left: a batch asked for more would wait out its timeout
-        while time.monotonic() < deadline:
-            for m in consumer.consume(max(1, min(1000, remaining)), timeout=0.5):
-                # the consumer is reused: take only this assignment's records, each once, in order
-                if m.error() or m.topic() != topic or m.partition() != partition:
-                    continue
-                if m.offset() < low or (out and m.offset() <= out[-1].offset):
-                    continue
-                headers = tuple(m.headers() or ())
-                out.append(Rec(m.key(), m.value(), headers, m.timestamp()[1], m.offset()))
-            position = consumer.position([tp])[0].offset
-            if position >= high:
-                break
-            remaining = high - max(position, low)
+        for m in read_to_end(consumer, {(topic, partition): (low, high)}, timeout):
+            # the consumer is reused: take only this assignment's records, each once, in order
+            if m.topic() != topic or m.partition() != partition or m.offset() < low:
+                continue
+            if out and m.offset() <= out[-1].offset:
+                continue
+            out.append(Rec(m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1], m.offset()))
         return out
     finally:
         consumer.unassign()
