@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -64,9 +65,29 @@ class StoreError(RetriableError, RuntimeError):
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now, for a server about to start. Picked below the kernel's ephemeral range: an outgoing
+    connection takes its local port from that range, and could take a port picked there before the server binds it
+    (a broker then fails to start with "Address already in use")."""
+    low = _ephemeral_ports_start()
+    for _ in range(100):
+        port = random.randrange(_LOWEST_PICKED_PORT, low) if low > _LOWEST_PICKED_PORT else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise OSError(f"no free loopback port between {_LOWEST_PICKED_PORT} and {low}")
+
+
+_LOWEST_PICKED_PORT = 10_000  # above the ports well-known services listen on
+
+
+def _ephemeral_ports_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default (macOS starts at 49,152: a lower bound is safe there too)
 
 
 def known_store_cluster(topic: str, state_dir: Path = STATE_DIR) -> str | None:
