@@ -179,6 +179,10 @@ class Acks:
         else:
             self.expected -= 1
 
+    def withdraw(self, count: int) -> None:
+        """``count`` of the records were never handed to the producer: no report of theirs is awaited."""
+        self.expected -= count
+
     @property
     def settled(self) -> bool:
         return len(self.offsets) >= self.expected

@@ -3,6 +3,7 @@ acknowledgements awaited (a refusal named, with what to do about it), and the MM
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -22,6 +23,7 @@ __all__ = [
     "acl_hint",
     "await_acks",
     "await_offset_syncs",
+    "drain",
     "flush",
     "offset_syncs",
     "offset_syncs_topic",
@@ -36,7 +38,8 @@ log = logging.getLogger(__name__)
 def produce_partition(producer: Producer, batch: PartitionBatch, remote: str, acks: Acks, cluster: str) -> None:
     produce, poll, on_delivery, partition = producer.produce, producer.poll, acks.on_delivery, batch.partition
     refreshed = False
-    for key, value, timestamp, headers in zip(batch.keys, batch.values, batch.timestamps, batch.headers, strict=True):
+    records = zip(batch.keys, batch.values, batch.timestamps, batch.headers, strict=True)
+    for key, value, timestamp, headers in records:
         while True:
             try:
                 # Positional, in the order of the C signature (topic, value, key, partition, callback, on_delivery,
@@ -50,6 +53,7 @@ def produce_partition(producer: Producer, batch: PartitionBatch, remote: str, ac
                 # refresh once and produce again; a partition still unknown fails the batch (it is retried).
                 err = e.args[0]
                 if refreshed or err.code() != KafkaError._UNKNOWN_PARTITION:
+                    acks.withdraw(1 + sum(1 for _ in records))  # this record and the rest never reach the producer
                     hint = acl_hint(err, cluster, "WRITE", remote)
                     raise MirrorError(f"{remote}-{partition}: not produced: {err.str()}{hint}") from e
                 producer.list_topics(remote, timeout=10)
@@ -89,6 +93,19 @@ def await_acks(
         # Reports may be served by another thread's poll, interleaved; the idempotent producer writes a
         # partition's records in produce order, so the k-th smallest offset belongs to the k-th record.
         acks.offsets.sort()
+
+
+def drain(producer: Producer, handed: list[Acks], timeout: float) -> None:
+    """Before a failed batch is retried, wait until the producer has delivered or given up each record it was
+    handed: one left in it would be written after the retry wrote it again (a duplicate). ``message.timeout.ms`` is
+    the delivery ``timeout``, so it gives up on them within about as long."""
+    deadline = time.monotonic() + timeout + 2.0  # and its once-a-second timeout scan
+    with contextlib.suppress(MirrorError):  # failed fatally: it delivers none of them
+        while not all(acks.settled for acks in handed) and time.monotonic() < deadline:
+            flush(producer, min(1.0, max(0.0, deadline - time.monotonic())))
+    left = sum(acks.unsettled for acks in handed)
+    if left:
+        log.warning("%d record(s) of a failed batch are still in the producer: its retry may duplicate them", left)
 
 
 def too_large(target: MirrorContext, batch: PartitionBatch, remote: str, offset: int) -> RecordTooLargeError:

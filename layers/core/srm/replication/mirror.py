@@ -54,6 +54,7 @@ from srm.replication.dead_letters import oversized
 from srm.replication.delivery import (
     await_acks,
     await_offset_syncs,
+    drain,
     offset_syncs,
     produce_partition,
     send_offset_syncs,
@@ -144,18 +145,26 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
             eos.prepare, pending, lambda missing: _record_runs(target, missing, {})
         )
     producer = target.producer
-    for batch, remote, acks in pending:
-        if eos is not None and len(batch):
-            producer = _transactional(eos.begin, batch)
-        produce_partition(producer, batch, remote, acks, target.target)
-        result.records += len(batch)
-        result.partitions[f"{remote}-{batch.partition}"] = len(batch)
-        result.bytes += sum(map(len, filter(None, batch.values))) + sum(map(len, filter(None, batch.keys)))
-        if len(batch):
-            result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
+    handed: list[Acks] = []  # the batches whose records went to the producer
+    try:
+        for batch, remote, acks in pending:
+            if eos is not None and len(batch):
+                producer = _transactional(eos.begin, batch)
+            handed.append(acks)
+            produce_partition(producer, batch, remote, acks, target.target)
+            result.records += len(batch)
+            result.partitions[f"{remote}-{batch.partition}"] = len(batch)
+            result.bytes += sum(map(len, filter(None, batch.values))) + sum(map(len, filter(None, batch.keys)))
+            if len(batch):
+                result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
+        if eos is None:
+            await_acks(target, pending, settings.mirror_delivery_timeout_ms / 1000.0)
+    except MirrorError:
+        if eos is None:  # a transaction's records are aborted with it
+            drain(target.producer, handed, settings.mirror_delivery_timeout_ms / 1000.0)
+        raise
 
     if eos is None:
-        await_acks(target, pending, settings.mirror_delivery_timeout_ms / 1000.0)
         runs = {(b.topic, b.partition): _runs(b.offsets, acks.offsets) for b, _, acks in pending}
     else:  # each partition's records and its next source offset in one transaction
         runs = _transactional(
