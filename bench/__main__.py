@@ -42,7 +42,18 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--small", type=int, default=1_000_000, help="records of 200 B (default 1,000,000)")
     parser.add_argument("--large", type=int, default=100_000, help="records of 2 KB (default 100,000)")
     parser.add_argument("--live-seconds", type=float, default=20.0, help="length of the 10k records/s live stream")
-    parser.add_argument("--window-ms", type=int, default=500, help="batching window of the end-to-end runs")
+    parser.add_argument(
+        "--window-ms",
+        type=int,
+        default=None,
+        help="event.source.batching.window.ms of the end-to-end srm runs (default: not set, srm's default)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="event.source.batch.size of the end-to-end srm runs (default: not set, srm's default)",
+    )
     parser.add_argument("--only", choices=["limit", "handler", "e2e"], action="append", help="run only these paths")
     parser.add_argument(
         "--delivery",
@@ -83,6 +94,17 @@ def _pinned(clusters: list[Any], broker_cores: str, own_cores: str) -> Iterator[
     finally:
         os.sched_setaffinity(0, own)
         pin(every)
+
+
+def _srm_settings(batch_size: int | None, window_ms: int | None) -> str:
+    """How the end-to-end srm runs are configured, as their labels say it."""
+    if batch_size is None and window_ms is None:
+        return "its defaults (nothing set but clusters and topics)"
+    set_ = [
+        f"BatchSize {batch_size:,}" if batch_size is not None else "",
+        f"window {window_ms} ms" if window_ms is not None else "",
+    ]
+    return ", ".join(filter(None, set_))
 
 
 def _terminate(signum: int, _frame: Any) -> None:
@@ -266,17 +288,18 @@ def main() -> int:
 
         if "e2e" in only:
             scenarios = []
+            settings = _srm_settings(args.batch_size, args.window_ms)
             for name, w in workloads.items():
                 scenarios.append(
                     (
                         "e2e",
-                        f"end to end: srm run, BatchSize 10,000, window {args.window_ms} ms",
+                        f"end to end: srm run, {settings}",
                         name,
                         Scenario(
                             f"e2e-{name}",
                             f"e{name[0]}src",
                             f"e{name[0]}dst",
-                            10_000,
+                            args.batch_size,
                             args.window_ms,
                             (w,),
                             live=live if name == "small" else None,
@@ -299,13 +322,13 @@ def main() -> int:
                     scenarios.append(
                         (
                             f"e2e_nodes_{n}",
-                            f"end to end: {n} srm run nodes, BatchSize 10,000, window {args.window_ms} ms",
+                            f"end to end: {n} srm run nodes, {settings}",
                             "small",
                             Scenario(
                                 f"e2e-nodes{n}",
                                 f"n{n}src",
                                 f"n{n}dst",
-                                10_000,
+                                args.batch_size,
                                 args.window_ms,
                                 (workloads["small"],),
                                 nodes=n,
@@ -322,7 +345,7 @@ def main() -> int:
                             "e2e-join",
                             "jsrc",
                             "jdst",
-                            10_000,
+                            args.batch_size,
                             args.window_ms,
                             (),
                             live=live_join,
@@ -342,7 +365,7 @@ def main() -> int:
                             "e2e-pinned",
                             "epsrc",
                             "epdst",
-                            10_000,
+                            args.batch_size,
                             args.window_ms,
                             (workloads["small"],),
                             cpus=REPLICATOR_CORES,
@@ -360,7 +383,7 @@ def main() -> int:
                             f"mm2-{name}",
                             f"m{name[0]}src",
                             f"m{name[0]}dst",
-                            10_000,
+                            args.batch_size,
                             args.window_ms,
                             (w,),
                             live=live_mm2 if name == "small" else None,
@@ -374,13 +397,13 @@ def main() -> int:
                 scenarios.append(
                     (
                         "e2e_exactly_once",
-                        f"end to end: srm run, BatchSize 10,000, window {args.window_ms} ms, exactly-once",
+                        f"end to end: srm run, {settings}, exactly-once",
                         name,
                         Scenario(
                             f"e2e-eos-{name}",
                             f"e{name[0]}xsrc",
                             f"e{name[0]}xdst",
-                            10_000,
+                            args.batch_size,
                             args.window_ms,
                             (w,),
                             live=live_eos if name == "small" else None,
@@ -400,7 +423,7 @@ def main() -> int:
                             f"mm2-eos-{name}",
                             f"m{name[0]}xsrc",
                             f"m{name[0]}xdst",
-                            10_000,
+                            args.batch_size,
                             args.window_ms,
                             (w,),
                             live=live_mm2_eos if name == "small" else None,
@@ -418,7 +441,10 @@ def main() -> int:
                 labels[key] = label
                 print(f"{label}: {name} …", flush=True)
                 with _pinned(clusters, BROKER_CORES, REPLICATOR_CORES) if scenario.cpus else contextlib.nullcontext():
-                    backlog, live_result, run_facts = run_scenario(scenario, bootstraps, workdir / scenario.name)
+                    brokers = tuple(pid for cluster in clusters for pid in cluster.node_pids())
+                    backlog, live_result, run_facts = run_scenario(
+                        scenario, bootstraps, workdir / scenario.name, brokers
+                    )
                 if scenario.backlog:
                     paths.setdefault(key, {})[name] = backlog.as_json()
                 facts[scenario.name] = run_facts | {

@@ -33,8 +33,8 @@ class Scenario:
     name: str
     source: str
     target: str
-    batch_size: int
-    batching_window_ms: int
+    batch_size: int | None  # event.source.batch.size; None: not set (srm's default)
+    batching_window_ms: int | None  # event.source.batching.window.ms; None: not set
     backlog: tuple[Workload, ...]
     label: str = ""
     live: Workload | None = None  # a topic replicated by the same flow, for the live stream
@@ -125,8 +125,13 @@ def _config(scenario: Scenario, bootstraps: tuple[str, str], topics: list[str]) 
         "offset-syncs.topic.replication.factor": 1,
         "heartbeats.topic.replication.factor": 1,
         "checkpoints.topic.replication.factor": 1,
-        "event.source.batch.size": scenario.batch_size,
-        "event.source.batching.window.ms": scenario.batching_window_ms,
+    } | {
+        key: value
+        for key, value in (
+            ("event.source.batch.size", scenario.batch_size),
+            ("event.source.batching.window.ms", scenario.batching_window_ms),
+        )
+        if value is not None
     }
 
 
@@ -226,10 +231,11 @@ def _live_stream(
 
 
 def run_scenario(
-    scenario: Scenario, bootstraps: tuple[str, str], workdir: Path
+    scenario: Scenario, bootstraps: tuple[str, str], workdir: Path, brokers: tuple[int, ...] = ()
 ) -> tuple[PathResult, LiveResult | None, dict[str, Any]]:
     """Backlog throughput (records/s after the first batch landed), the live stream's latency, and facts of the run
-    (peak RSS, CPU seconds, retried batches)."""
+    (peak RSS, CPU seconds, retried batches). With the ``brokers``' pids, the backlog's CPU of the whole system too
+    (the replicator's processes and both clusters' brokers): what the replicator's requests cost the brokers counts."""
     source, target = bootstraps
     workdir.mkdir(parents=True, exist_ok=True)
     topics = [w.topic for w in scenario.backlog] + ([scenario.live.topic] if scenario.live else [])
@@ -254,11 +260,15 @@ def run_scenario(
         progress = _Progress(target, targets, scenario.exactly_once)
         cpu_before: dict[int, float] = {}
 
+        brokers_before: dict[int, float] = {}
+
         def sample_cpu() -> None:
             cpu_before.update({pid: process_cpu_seconds(pid) for pid in run.pids()})
+            brokers_before.update({pid: process_cpu_seconds(pid) for pid in brokers})
 
         first, at_first, last, at_last, complete = progress.run(900, scenario.time_box_s, sample_cpu)
         cpu_after = {pid: process_cpu_seconds(pid) for pid in run.pids()}
+        brokers_cpu = sum(process_cpu_seconds(pid) - brokers_before.get(pid, 0.0) for pid in brokers)
         # where the CPU went while the backlog was replicated (srm run: the worker, the metrics aggregation, …)
         used = {pid: cpu_after[pid] - cpu_before.get(pid, 0.0) for pid in cpu_after}
         facts["cpu_s"] = {f"{process_label(pid)}-{pid}": round(seconds, 2) for pid, seconds in used.items()}
@@ -275,6 +285,7 @@ def run_scenario(
                 "replicated": at_last,
                 "of": progress.wanted,
                 "seconds_including_start": round(last - started, 2),
+                **({"brokers_cpu_s": round(brokers_cpu, 2)} if brokers else {}),
             },
         )
         if scenario.live is not None:

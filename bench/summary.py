@@ -72,10 +72,17 @@ def _race(results: dict[str, Any]) -> list[str]:
             srm_rss = sum(srm_facts.get("peak_rss_mb", {}).values())
             mm2_rss = sum(mm2_facts.get("peak_rss_mb", {}).values())
             per_million = {k: v["cpu_s"] / max(1, v["records"]) * 1e6 for k, v in (("srm", srm), ("mm2", mm2))}
+            # the whole system: the replicator's processes and both brokers (what its requests cost them counts)
+            system = {
+                k: (v["cpu_s"] + v["brokers_cpu_s"]) / max(1, v["records"]) * 1e6
+                for k, v in (("srm", srm), ("mm2", mm2))
+                if "brokers_cpu_s" in v
+            }
+            whole = f" (whole system srm {system['srm']:.1f}, MM2 {system['mm2']:.1f})" if len(system) == 2 else ""
             lines.append(
                 f"  {name}{mode}: srm {srm['records_per_s']:,.0f} rec/s, MM2 {mm2['records_per_s']:,.0f} rec/s → srm "
                 f"at {srm['records_per_s'] / max(1, mm2['records_per_s']):.2f} × MM2; CPU-s per million records srm "
-                f"{per_million['srm']:.1f}, MM2 {per_million['mm2']:.1f}; peak RSS srm {srm_rss:,.0f} MB (all "
+                f"{per_million['srm']:.1f}, MM2 {per_million['mm2']:.1f}{whole}; peak RSS srm {srm_rss:,.0f} MB (all "
                 f"processes), MM2 {mm2_rss:,.0f} MB"
             )
             for who, run in (("srm", srm_facts), ("MM2", mm2_facts)):

@@ -94,7 +94,7 @@ def test_local_mappings_created_disabled_deleted_and_idempotent(flow: Flow) -> N
     assert flow.sync() == {"create": [one, two]}
     assert flow.running() == {one, two}
     records = flow.app.state.event_source_mappings("a", "b")
-    assert set(records) == {one, two} and all(r.enabled and r.batch_size == 100 for r in records.values())
+    assert set(records) == {one, two} and all(r.enabled and r.batch_size == 10_000 for r in records.values())
     mappings = flow.app.state.topic_mappings("a", "b")
     assert {t: (m.remote_topic, m.partitions, m.created) for t, m in mappings.items()} == {
         one: (f"a.{one}", 2, True),

@@ -204,21 +204,21 @@ def test_lambda_window_in_whole_seconds_sets_window_and_matches_listing(lam):
     expect_list(stubber, [])
     stubber.add_response(
         "create_event_source_mapping",
-        esm("t", U1, state="Creating", window=2),
+        esm("t", U1, state="Creating", batch=10_000, window=2),
         {
             "FunctionName": FUNCTION,
             "EventSourceArn": CLUSTER,
             "Topics": ["t"],
             "StartingPosition": "TRIM_HORIZON",
             "Enabled": True,
-            "BatchSize": 100,
+            "BatchSize": 10_000,  # srm's default: Lambda's 100 spreads an invocation's fixed cost over few records
             "MaximumBatchingWindowInSeconds": 2,
             "AmazonManagedKafkaEventSourceConfig": {"ConsumerGroupId": "srm-mirror.a-b.t"},
             "Tags": ANY,
         },
     )
     sync_mappings(port, "a", "b", plan(["t"], ["t"]), settings)
-    expect_list(stubber, [esm("t", U1, window=2)])
+    expect_list(stubber, [esm("t", U1, batch=10_000, window=2)])
     assert sync_mappings(port, "a", "b", plan(["t"], ["t"]), settings).applied == []
 
 

@@ -83,9 +83,13 @@ class FlowSettings(BaseModel):
     sync_topic_acls_enabled: bool = True
     sync_topic_acls_interval_seconds: Seconds = 600
     config_properties_exclude: str = DEFAULT_CONFIG_PROPERTIES_EXCLUDE
-    # The MSK event source mapping of each replicated topic (and its local emulation).
-    event_source_batch_size: int = Field(100, ge=1, le=10_000)
-    event_source_batching_window_ms: int = Field(500, ge=0, le=300_000)
+    # The MSK event source mapping of each replicated topic (and its local emulation). Not Lambda's defaults (100
+    # records, MSK's 500 ms window): a batch of at most 10,000 records (an invocation's fixed cost spread over more,
+    # the 6 MB payload still bounding it) and no window of srm's own, so `srm run` hands records over as soon as they
+    # are fetched and batches only what arrives while the previous batch is replicated; on AWS a window of 0 keeps
+    # MSK's own 500 ms.
+    event_source_batch_size: int = Field(10_000, ge=1, le=10_000)
+    event_source_batching_window_ms: int = Field(0, ge=0, le=300_000)
     event_source_max_payload_bytes: int = Field(6 * 1024 * 1024, ge=64 * 1024, le=6 * 1024 * 1024)
     # What a mapping does with a batch the mirror keeps failing: ``retry`` retries it until it succeeds (the
     # partition waits, nothing is skipped); ``dead-letter`` hands it to the on-failure destination after

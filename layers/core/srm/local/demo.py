@@ -166,8 +166,6 @@ def _config(source: str, target: str) -> SrmConfig:
             "sync.group.offsets.interval.seconds": "1",
             "replication.factor": "1",
             "refresh.topics.interval.seconds": "2",
-            "event.source.batch.size": "1000",
-            "event.source.batching.window.ms": "100",
         },
         source="srm demo",
     )

@@ -62,8 +62,8 @@ class GroupMember(NamedTuple):
 
 @dataclass(frozen=True)
 class MappingSettings:
-    batch_size: int = 100
-    batching_window_ms: int = 500
+    batch_size: int = 10_000
+    batching_window_ms: int = 0  # 0: a batch is what was fetched by the time the previous one was replicated
     max_payload_bytes: int = 6 * 1024 * 1024
     event_format: Literal["decoded", "json"] = "decoded"
 
@@ -142,6 +142,8 @@ class EmulatedMapping:
         self._invoking = False
         self._invoked_at = 0.0  # when the handler call under way began (monotonic)
         self._rebuild = threading.Event()
+        self._commit_error: Exception | None = None  # an asynchronous commit's failure, raised by the poller
+        self._delivered: dict[int, int] = {}  # per partition: one past the last record replicated since assigned
 
     def start(self) -> None:
         self._thread.start()
@@ -251,13 +253,31 @@ class EmulatedMapping:
 
     def _poll_loop(self) -> None:
         self._rebuild.clear()
-        consumer = Consumer(self._consumer_config)
+        self._commit_error = None
+        self._delivered.clear()
+        consumer = Consumer({**self._consumer_config, "on_commit": self._on_commit})
         buffer: deque[Message] = deque()
         self._caught_up = False
         self._positions.clear()
         self._next_assignment_check = 0.0
 
-        def on_revoke(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            # What was replicated is committed before the partitions go (behind the asynchronous commits under way):
+            # the next owner, and this member's rewind, start from there. A failure: the records are read again.
+            delivered = self._delivered
+            revoked = [
+                TopicPartition(tp.topic, tp.partition, delivered[tp.partition])
+                for tp in partitions
+                if tp.partition in delivered
+            ]
+            if revoked:
+                with contextlib.suppress(KafkaException):
+                    consumer.commit(offsets=revoked, asynchronous=False)
+            on_lost(consumer, partitions)
+
+        def on_lost(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            # lost (a session timed out): another member may hold them already, nothing is committed for them
+            self._delivered = {}
             self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
             self._positions.clear()
             self._caught_up = False
@@ -267,7 +287,7 @@ class EmulatedMapping:
             if partitions:
                 self._rebalanced()
 
-        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
         try:
             while not self.stopping:
                 builder = self._collect(consumer, buffer)
@@ -279,22 +299,45 @@ class EmulatedMapping:
             consumer.close()
 
     def _deliver(self, consumer: Consumer, builder: EventBuilder | DecodedEventBuilder) -> None:
-        """Replicate one batch (retried until it succeeds or the mapping stops), then commit its source offsets."""
+        """Replicate one batch (retried until it succeeds or the mapping stops), then commit its source offsets.
+
+        The commit is asynchronous: the next batch is collected while the coordinator writes it, as a Kafka Connect
+        worker commits. It is sent only after the batch succeeded, and commits of one consumer reach the coordinator
+        in order, so what is committed never runs ahead of what was replicated. Its outcome arrives in
+        :meth:`_on_commit` during a later poll; a revoke or a close waits for the commits under way."""
         if not self._invoke_until_done(builder):
             return
         offsets = [TopicPartition(t, p, o + 1) for t, p, o in builder.last_offsets()]
         self._positions.update((tp.partition, tp.offset) for tp in offsets)
+        self._delivered.update((tp.partition, tp.offset) for tp in offsets)
         try:
-            consumer.commit(offsets=offsets, asynchronous=False)
+            consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as e:  # the batch may be delivered again: duplicates, never loss
-            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-            if err is not None and _fenced(err):
-                raise FencedError(err.str()) from None
-            log.warning("commit for %s failed, the batch may be delivered again: %s", self.topic, e)
-            if err is not None and err.fatal():
-                raise  # this consumer can do nothing more: a new one takes over
-        else:
+            self._commit_failed(e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None, str(e))
+        self._raise_commit_failure()
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """librdkafka's report of an asynchronous commit (called inside a poll of the mapping's thread)."""
+        failed = next((tp.error for tp in partitions if tp.error is not None), None) if err is None else err
+        if failed is None:
             self._progress_at = time.monotonic()
+            return
+        self._commit_failed(failed, failed.str())
+
+    def _commit_failed(self, err: KafkaError | None, text: str) -> None:
+        if err is not None and _fenced(err):
+            self._commit_error = FencedError(err.str())
+            return
+        if err is not None and err.code() == KafkaError._NO_OFFSET:
+            return  # nothing new to commit
+        log.warning("commit for %s failed, the batch may be delivered again: %s", self.topic, text)
+        if err is not None and err.fatal():
+            self._commit_error = KafkaException(err)  # this consumer can do nothing more: a new one takes over
+
+    def _raise_commit_failure(self) -> None:
+        error, self._commit_error = self._commit_error, None
+        if error is not None:
+            raise error
 
     def _collect(self, consumer: Consumer, buffer: deque[Message]) -> EventBuilder | DecodedEventBuilder | None:
         """Gather one batch as Lambda does: invoke when the batch is full, the payload would exceed the limit, or
@@ -315,6 +358,7 @@ class EmulatedMapping:
                     remaining = window - (time.monotonic() - first_at)
                     # Wait out the window for the rest of the batch (no wait once it has passed).
                     fetched = consumer.consume(num_messages=s.batch_size - builder.count, timeout=max(0.0, remaining))
+                self._raise_commit_failure()  # reported by the poll just made
                 for msg in fetched:
                     err = msg.error()
                     if err is None:
