@@ -86,9 +86,10 @@ class ExactlyOnce:
         the records still to write and how many were left out."""
         unknown: list[PartitionKey] = []
         acquired: dict[str, tuple[str, Producer]] = {}  # topics of partitions first held now: (remote, a producer)
+        producers = self._producers_of([(batch.topic, batch.partition) for batch, _, _ in pending])
         for batch, remote, _ in pending:
             key = (batch.topic, batch.partition)
-            producer, initialized = self._producer(key)
+            producer, initialized = producers[key]
             with self._lock:
                 if initialized or key not in self._committed:
                     unknown.append(key)
@@ -160,10 +161,8 @@ class ExactlyOnce:
         if len(work) <= 1:
             done = [self._commit_partition(entry, lasts, await_acks, runs_of) for entry in work]
         else:
-            with self._pool_lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="srm-commit")
-            futures = [self._pool.submit(self._commit_partition, e, lasts, await_acks, runs_of) for e in work]
+            pool = self._pool_of_commits()
+            futures = [pool.submit(self._commit_partition, e, lasts, await_acks, runs_of) for e in work]
             wait(futures)
             done = [future.result() for future in futures]  # the first failure, after every partition finished
         runs: dict[PartitionKey, list[Run]] = {(b.topic, b.partition): [] for b, _, _ in pending}
@@ -243,6 +242,24 @@ class ExactlyOnce:
 
     def _producer(self, key: PartitionKey) -> tuple[Producer, bool]:
         return self._producers.get(key[0], key[1], self._tid(key))
+
+    def _producers_of(self, keys: list[PartitionKey]) -> dict[PartitionKey, tuple[Producer, bool]]:
+        """The partitions' producers, those not initialized yet side by side: each initialization is a few round
+        trips to the transaction coordinator, and a topic's first batch holds all of its partitions. The first
+        failure is raised once every initialization is done."""
+        new = [key for key in keys if not self._producers.holds(*key)]
+        if len(new) <= 1:
+            return {key: self._producer(key) for key in keys}
+        futures = {key: self._pool_of_commits().submit(self._producer, key) for key in new}
+        wait(futures.values())
+        found = {key: future.result() for key, future in futures.items()}
+        return {key: found[key] if key in found else self._producer(key) for key in keys}
+
+    def _pool_of_commits(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="srm-commit")
+            return self._pool
 
     def _forget(self, key: PartitionKey) -> None:
         """Drop the producer (the next one's initialization aborts what this one left open) and the offset."""
