@@ -140,6 +140,46 @@ def test_zombie_invocation_is_fenced_by_its_retry_and_nothing_is_duplicated(flow
     assert assert_identical(a, topic, b, remote) == counts
 
 
+def test_partitions_readied_on_assignment_fence_the_previous_holder_before_any_batch(flow, monkeypatch):
+    # GIVEN an invocation in one container stalled before its commit, its transaction open (as above)
+    a, b = flow["a"], flow["b"]
+    topic, source = source_topic(flow, "assigned", 2, 200)
+    event = kafka_event(a, topic, source)
+    monkeypatch.setattr(srm.app.mirror, "Producer", PausedCommit)
+    monkeypatch.setattr(PausedCommit, "armed", True)
+    zombie_ctx = flow["container"]().mirror_context()
+    PausedCommit.committing.clear()
+    PausedCommit.release.clear()
+    outcome: list[BaseException | None] = []
+
+    def run_zombie() -> None:
+        try:
+            replicate_batch(parse_event(event)[1], zombie_ctx)
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=run_zombie)
+    thread.start()
+    try:
+        assert PausedCommit.committing.wait(30), "the zombie never reached its commit"
+        PausedCommit.armed = False
+        # WHEN the partitions are assigned to another container's event source, which readies them (no batch yet)
+        App.current().partitions_assigned(topic, [0, 1])
+    finally:
+        PausedCommit.release.set()
+        thread.join(60)
+
+    # THEN the zombie was fenced by the readying alone: nothing of it is committed
+    assert isinstance(outcome[0], MirrorError) and "fenced" in str(outcome[0]), outcome
+    remote = f"a.{topic}"
+    assert sum(len(read_partition(b, remote, p)) for p in range(2)) == 0
+    # WHEN the new holder's first batch comes THEN it writes every record once, with exact offset runs
+    assert lambda_handler(event, CONTEXT)["records"] == 200
+    assert_identical(a, topic, b, remote)
+    assert_runs_exact(App.current(), topic, source, remote, b)
+
+
 def test_crash_between_commit_and_state_write_loses_no_mapping_and_duplicates_nothing(flow, monkeypatch):
     # GIVEN a batch committed by a container that dies before it writes the offset runs to the state table
     a, b = flow["a"], flow["b"]

@@ -94,6 +94,15 @@ class MirrorWiring(AppBase):
             forget_remote_topic=remote_topics.forget,
         )
 
+    def partitions_assigned(self, topic: str, partitions: list[int]) -> None:
+        """A local event source was given these partitions of ``topic``: an exactly-once flow readies their
+        transactions now rather than in their first batch (:meth:`ExactlyOnce.warm`). Lambda has no such moment:
+        there the first batch does it."""
+        flow, config, settings, policy = self._bind()
+        if settings.exactly_once and partitions:
+            remote = policy.format_remote_topic(flow.source, topic)
+            self._exactly_once(config, flow, settings).warm(topic, remote, partitions)
+
     def _exactly_once(self, config: SrmConfig, flow: Flow, settings: FlowSettings) -> ExactlyOnce:
         """The flow's transactions, kept for the container's life (its producers and the offsets they committed),
         set to the current configuration: a changed one re-initializes each producer on its next use."""

@@ -110,9 +110,11 @@ class EmulatedMapping:
         bootstrap_servers: str,
         settings: MappingSettings,
         group_members: GroupMembers | None = None,
+        on_assigned: Callable[[list[int]], None] | None = None,
     ) -> None:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._group_members = group_members
+        self._on_assigned = on_assigned  # told the partitions newly assigned, before their first batch
         self.fenced: str | None = None  # who took this member's place, once fenced
         self.last_rebalance_ms = 0  # when its assignment last changed (wall clock)
         self.topic = topic
@@ -286,6 +288,11 @@ class EmulatedMapping:
         def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             if partitions:
                 self._rebalanced()
+                if self._on_assigned is not None:
+                    try:
+                        self._on_assigned(sorted(tp.partition for tp in partitions))
+                    except Exception as e:  # only a head start: the first batch does the same and retries
+                        log.warning("event source for %s: readying assigned partitions failed: %s", self.topic, e)
 
         consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
         try:

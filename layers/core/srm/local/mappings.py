@@ -157,6 +157,7 @@ class LocalEventSources:
             bootstrap_servers=srm_config.bootstrap_servers(source) or "",
             settings=MappingSettings(config.batch_size, config.batching_window_ms, config.max_payload_bytes),
             group_members=self._group_assignment,
+            on_assigned=lambda partitions: self._app.partitions_assigned(topic, partitions),
         )
         mapping.start()
         log.info("replicating %s (%s->%s)", topic, source, target)

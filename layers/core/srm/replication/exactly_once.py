@@ -84,35 +84,7 @@ class ExactlyOnce:
         """Initialize the batch's producers, leave out the records an earlier transaction wrote, and first put an
         earlier transaction's runs into the state table if they may be missing there (``record_runs``). Returns
         the records still to write and how many were left out."""
-        unknown: list[PartitionKey] = []
-        acquired: dict[str, tuple[str, Producer]] = {}  # topics of partitions first held now: (remote, a producer)
-        producers = self._producers_of([(batch.topic, batch.partition) for batch, _, _ in pending])
-        for batch, remote, _ in pending:
-            key = (batch.topic, batch.partition)
-            producer, initialized = producers[key]
-            with self._lock:
-                if initialized or key not in self._committed:
-                    unknown.append(key)
-                if key not in self._held:
-                    acquired.setdefault(batch.topic, (remote, producer))
-        for topic, (remote, producer) in acquired.items():
-            self._fence_others(topic, remote, producer)  # a failure: the batch is retried, fencing again
-        with self._lock:
-            self._held.update((b.topic, b.partition) for b, _, _ in pending)
-        if unknown:
-            wanted = [(self.source, t, p) for t, p in unknown]
-            found = read_source_offsets(self._reader, self.offsets_topic, wanted, self._timeout_s)
-            with self._lock:
-                for key in unknown:
-                    self._committed[key] = _Committed(found.get(key), recorded=False)
-            for key in unknown:  # rare (a partition taken over, or a failed transaction): what a duplicate traces to
-                offset = found.get(key)
-                log.info(
-                    "%s-%d: committed source offset read back from %s: %s",
-                    *key,
-                    self.offsets_topic,
-                    f"next {offset.next}" if offset else "none",
-                )
+        self._acquire({(batch.topic, batch.partition): remote for batch, remote, _ in pending})
         with self._lock:
             committed = {(b.topic, b.partition): self._committed[(b.topic, b.partition)] for b, _, _ in pending}
         missing = {k: list(c.offset.runs) for k, c in committed.items() if c.offset and not c.recorded}
@@ -223,7 +195,47 @@ class ExactlyOnce:
                     self._forget(key)
             raise
 
+    def warm(self, topic: str, remote: str, partitions: Iterable[int]) -> None:
+        """Initialize the producers of partitions just assigned and read their committed offsets back, before their
+        first batch comes: it then waits for neither (a topic's first batch took 0.6–1.5 s more). The same fencing as
+        at a first batch: every earlier producer of these partitions is fenced."""
+        self._acquire({(topic, p): remote for p in partitions})
+
     # -- internals ----------------------------------------------------------------------------------------------
+    def _acquire(self, remotes: Mapping[PartitionKey, str]) -> None:
+        """Each partition's producer initialized (fencing earlier ones), the producers of its topic's partitions held
+        elsewhere fenced when this container first holds one of them, and the committed offset read back where it
+        is not known (``remotes``: partition → its remote topic)."""
+        unknown: list[PartitionKey] = []
+        acquired: dict[str, tuple[str, Producer]] = {}  # topics of partitions first held now: (remote, a producer)
+        producers = self._producers_of(list(remotes))
+        for key, remote in remotes.items():
+            producer, initialized = producers[key]
+            with self._lock:
+                if initialized or key not in self._committed:
+                    unknown.append(key)
+                if key not in self._held:
+                    acquired.setdefault(key[0], (remote, producer))
+        for topic, (remote, producer) in acquired.items():
+            self._fence_others(topic, remote, producer)  # a failure: the batch is retried, fencing again
+        with self._lock:
+            self._held.update(remotes)
+        if not unknown:
+            return
+        wanted = [(self.source, t, p) for t, p in unknown]
+        found = read_source_offsets(self._reader, self.offsets_topic, wanted, self._timeout_s)
+        with self._lock:
+            for key in unknown:
+                self._committed[key] = _Committed(found.get(key), recorded=False)
+        for key in unknown:  # rare (a partition taken over, or a failed transaction): what a duplicate traces to
+            offset = found.get(key)
+            log.info(
+                "%s-%d: committed source offset read back from %s: %s",
+                *key,
+                self.offsets_topic,
+                f"next {offset.next}" if offset else "none",
+            )
+
     def _fence_others(self, topic: str, remote: str, producer: Producer) -> None:
         """Fence the producers of the topic's partitions this container holds none of. The read back waits out the
         transactions open in the offsets topic, and those of a crashed container, of partitions not in this batch,
