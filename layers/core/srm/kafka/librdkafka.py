@@ -120,9 +120,6 @@ def librdkafka_config(
         _truststore(values, out, error)
     if "ssl.keystore.location" in values:
         _keystore(values, out, error)
-    # Java's clients (MM2's) set TCP_NODELAY on every connection; librdkafka leaves Nagle's algorithm on, which holds a
-    # small request (a commit, an offset sync, a state write) while an earlier one is unacknowledged.
-    out.setdefault("socket.nagle.disable", "true")
     return out
 
 
