@@ -335,6 +335,22 @@ def main() -> int:
                             ),
                         )
                     )
+                scenarios.append(
+                    (
+                        "e2e_workers_2",
+                        f"end to end: srm run --workers 2, {settings}",
+                        "small",
+                        Scenario(
+                            "e2e-workers2",
+                            "w2src",
+                            "w2dst",
+                            args.batch_size,
+                            args.window_ms,
+                            (workloads["small"],),
+                            workers=2,
+                        ),
+                    )
+                )
                 # the rebalance pause: a second node joins 8 s into a live stream; its worst latency is the pause
                 scenarios.append(
                     (

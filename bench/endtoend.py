@@ -45,6 +45,7 @@ class Scenario:
     exactly_once: bool = False  # exactly.once.source.support=enabled (srm's flow; MM2's target cluster)
     cpus: str | None = None  # pin the replicator to these cores (taskset -c), e.g. "1"
     nodes: int = 1  # srm run processes with the same config (a cluster of nodes sharing the partitions)
+    workers: int = 1  # srm run --workers: worker processes per flow on each node
     join_at_s: float | None = None  # one more node joins this long into the live stream (the rebalance pause)
 
 
@@ -77,8 +78,8 @@ class SrmRun(Replicator):
 
     stop_signal = signal.SIGINT
 
-    def __init__(self, config: Path, workdir: Path, cpus: str | None = None) -> None:
-        command = [sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config)]
+    def __init__(self, config: Path, workdir: Path, cpus: str | None = None, workers: int = 1) -> None:
+        command = [sys.executable, "-m", "srm.cli.srm", "run", "--config", str(config), "--workers", str(workers)]
         super().__init__(["taskset", "-c", cpus, *command] if cpus else command, workdir, "srm-run.log")
 
 
@@ -251,7 +252,7 @@ def run_scenario(
         run = (
             SrmNodes(config, workdir, scenario.nodes, scenario.cpus)
             if scenario.nodes > 1 or scenario.join_at_s
-            else SrmRun(config, workdir, scenario.cpus)
+            else SrmRun(config, workdir, scenario.cpus, scenario.workers)
         )
     facts: dict[str, Any] = {}
     live: LiveResult | None = None

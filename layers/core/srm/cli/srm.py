@@ -61,6 +61,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-api", action="store_true", help="no metrics API and web view on this node (the other nodes' serve it)"
     )
+    run.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        metavar="N",
+        help="worker processes per enabled flow on this node (default 1): each is a member of the flow's groups, "
+        "so the group protocol spreads the partitions over them as over nodes; one more process per core the "
+        "brokers leave free",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
     check = add_command(sub, "check", _check)
     check.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
@@ -135,8 +144,19 @@ def _run(args: argparse.Namespace) -> int:
         metrics=not args.no_metrics,
         metrics_table=args.metrics_table,
         api_port=None if args.no_api else args.api_port,
+        workers=args.workers,
     )
     return run(config, options)
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of worker processes from 1 to 64")
+    return n
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -25,6 +25,8 @@ __all__ = [
     "NODES_STORE_CLUSTER",
     "NODE_KEYS",
     "NodeSettings",
+    "member_id",
+    "node_of",
     "store_topic",
 ]
 
@@ -97,3 +99,17 @@ class NodeSettings:
     @property
     def topic(self) -> str:
         return store_topic(self.group_id)
+
+
+_SIBLING = "#"  # a node id never holds it: what follows names one of the node's extra worker processes
+
+
+def member_id(node_id: str, worker: int) -> str:
+    """The group member a node's worker process is (its ``group.instance.id``): the node's id for its first worker,
+    ``<node id>#<n>`` for the n-th (``srm run --workers``)."""
+    return node_id if worker == 0 else f"{node_id}{_SIBLING}{worker + 1}"
+
+
+def node_of(member: str) -> str:
+    """The node a group member (:func:`member_id`) runs on."""
+    return member.partition(_SIBLING)[0]

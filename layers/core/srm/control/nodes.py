@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from srm.aws.nodes import NODE_EXPIRY_MS, MemberRecord, NodeRecord, Nodes
+from srm.config.nodes import node_of
 from srm.flow import Flow
 
 __all__ = ["NodeStatus", "NodeView", "NodesStatus", "NodesView", "nodes_status"]
@@ -102,11 +103,12 @@ def nodes_status(nodes: Nodes, flows: Iterable[Flow], now_ms: int | None = None)
         leaders[str(flow)] = None
         for member in nodes.members(*flow).values():
             live = now - member.seen_ms < NODE_EXPIRY_MS
-            if member.node_id not in records or not live:
+            node = node_of(member.node_id)  # a node's worker processes are members of their own (srm run --workers)
+            if node not in records or not live:
                 continue  # a member of a node gone: its partitions moved with its session
-            members.setdefault(member.node_id, []).append(member)
+            members.setdefault(node, []).append(member)
             if member.leader and not member.fenced_by:
-                leaders[str(flow)] = member.node_id
+                leaders[str(flow)] = node
     found = [_node(r, members.get(r.node_id, []), now) for r in records.values()]
     found.sort(key=lambda n: (not n.alive, n.node_id))
     return NodesStatus(nodes.group, tuple(found), leaders)
@@ -117,10 +119,20 @@ def _node(record: NodeRecord, members: list[MemberRecord], now: int) -> NodeStat
         record=record,
         alive=record.alive(now),
         leads=tuple(sorted(str(Flow(m.source, m.target)) for m in members if m.leader and not m.fenced_by)),
-        partitions={str(Flow(m.source, m.target)): dict(m.partitions) for m in members if m.partitions},
+        partitions=_held(members),
         last_rebalance_ms=max([m.last_rebalance_ms for m in members] + [0]),
         fenced_by=next((m.fenced_by for m in members if m.fenced_by), ""),
     )
+
+
+def _held(members: list[MemberRecord]) -> dict[str, dict[str, tuple[int, ...]]]:
+    """What a node's members hold, per flow and topic (several worker processes of a flow: together)."""
+    held: dict[str, dict[str, tuple[int, ...]]] = {}
+    for m in members:
+        flow = held.setdefault(str(Flow(m.source, m.target)), {})
+        for topic, partitions in m.partitions.items():
+            flow[topic] = tuple(sorted({*flow.get(topic, ()), *partitions}))
+    return {flow: topics for flow, topics in held.items() if topics}
 
 
 def _iso(ms: int) -> str | None:

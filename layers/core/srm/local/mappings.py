@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka.admin import AdminClient
 
 from srm.aws.state import EventSourceMappingRecord
+from srm.config.nodes import node_of
 from srm.config.settings import FlowSettings, SrmConfig
 from srm.core.events import local_event_source_arn
 from srm.core.plans import MappingConfig, ObservedMapping, mapping_group_id
@@ -169,9 +170,9 @@ class LocalEventSources:
         flow = self._app.env.flow()
         config = self._app.config()
         now = int(time.time() * 1000)
-        nodes = {n for n, r in self._app.nodes(config).nodes().items() if r.alive(now)} | {self.member_id}
+        nodes = {n for n, r in self._app.nodes(config).nodes().items() if r.alive(now)} | {node_of(self.member_id)}
         members = static_members(self._app.kafka.admin(config, flow.source, flow), group)
-        return {node: member for node, member in members.items() if node in nodes}
+        return {member_id: member for member_id, member in members.items() if node_of(member_id) in nodes}
 
 
 def static_members(admin: AdminClient, group: str) -> dict[str, GroupMember]:

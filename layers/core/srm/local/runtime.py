@@ -79,6 +79,7 @@ class RuntimeOptions:
     metrics_table: str = "srm-metrics"
     aggregation: bool = True  # the aggregation process (the demo runs one aggregation itself instead)
     api_port: int | None = 0  # the metrics API on 127.0.0.1 (0: a free port; None: not served)
+    workers: int = 1  # worker processes per enabled flow (members of the flow's groups beside each other)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -102,11 +103,12 @@ class LocalRuntime:
         self.config = SrmConfig.from_properties(clean)
         self._store: LocalStore | None = None
         self.endpoint_url = self.options.endpoint_url
-        self._workers: dict[Flow, subprocess.Popen[bytes]] = {}
+        # a flow's worker processes by (flow, index): index 0 is the node's own member, the others its siblings
+        self._workers: dict[tuple[Flow, int], subprocess.Popen[bytes]] = {}
         self._wanted: set[Flow] = set()  # the enabled flows, as of the last reconcile
-        self._started: dict[Flow, float] = {}
-        self._restarts: dict[Flow, float] = {}  # no restart before this time
-        self._early_exits: dict[Flow, int] = {}  # exits in a row soon after starting
+        self._started: dict[tuple[Flow, int], float] = {}
+        self._restarts: dict[tuple[Flow, int], float] = {}  # no restart before this time
+        self._early_exits: dict[tuple[Flow, int], int] = {}  # exits in a row soon after starting
         self.config_store: ConfigStore | None = None
         self._aggregator: subprocess.Popen[bytes] | None = None
         self._api: subprocess.Popen[bytes] | None = None
@@ -288,43 +290,47 @@ class LocalRuntime:
         """Make the running workers match the enabled flows of the config table; restart dead ones."""
         assert self.config_store is not None
         self._wanted = set(self.config_store.load(fresh=True).enabled_flows())
-        for flow, process in list(self._workers.items()):
-            if flow not in self._wanted:
-                log.info("%s disabled: stopping its worker", Flow(*flow))
+        for worker, process in list(self._workers.items()):
+            if worker[0] not in self._wanted:
+                log.info("%s disabled: stopping its worker%s", Flow(*worker[0]), _numbered(worker[1]))
                 self._terminate(process)
-                del self._workers[flow]
+                del self._workers[worker]
         self._restart_dead()
 
     def _restart_dead(self) -> None:
         """Start the wanted flows' missing workers. A worker that died is restarted at once, unless it keeps dying
         within ``_STABLE_S`` of its start: then after 1, 2, 4 … up to 60 s."""
         now = time.monotonic()
-        for flow, process in list(self._workers.items()):
+        for worker, process in list(self._workers.items()):
             if process.poll() is None:
                 continue
-            del self._workers[flow]
+            del self._workers[worker]
+            flow, index = worker
             if process.returncode == FENCED_EXIT:
                 self.fenced = f"{Flow(*flow)}'s worker was fenced: another node took over node id {self.node_id}"
                 continue
-            early = now - self._started.get(flow, now) < _STABLE_S
-            exits = self._early_exits[flow] = self._early_exits.get(flow, 0) + 1 if early else 0
+            early = now - self._started.get(worker, now) < _STABLE_S
+            exits = self._early_exits[worker] = self._early_exits.get(worker, 0) + 1 if early else 0
             delay = 0.0 if exits <= 1 else min(60.0, 2.0 ** (exits - 2))
-            self._restarts[flow] = now + delay
+            self._restarts[worker] = now + delay
             when = f"in {delay:.0f}s ({exits} exits in a row, each within {_STABLE_S:.0f}s of its start)"
             log.warning(
-                "%s worker exited with %s; restarting it %s",
+                "%s worker%s exited with %s; restarting it %s",
                 Flow(*flow),
+                _numbered(index),
                 _exit_status(process.returncode),
                 "now" if delay == 0 else when,
             )
         for flow in sorted(self._wanted):
-            if flow not in self._workers and now >= self._restarts.get(flow, 0.0):
-                self._workers[flow] = self._spawn(*flow)
-                self._started[flow] = time.monotonic()
+            for index in range(self.options.workers):
+                worker = (flow, index)
+                if worker not in self._workers and now >= self._restarts.get(worker, 0.0):
+                    self._workers[worker] = self._spawn(*flow, index)
+                    self._started[worker] = time.monotonic()
 
-    def _spawn(self, source: str, target: str) -> subprocess.Popen[bytes]:
-        env = {**os.environ, **self.worker_env(source, target)}
-        log.info("%s: starting worker", str(Flow(source, target)))
+    def _spawn(self, source: str, target: str, index: int = 0) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **self.worker_env(source, target), "SRM_WORKER_INDEX": str(index)}
+        log.info("%s: starting worker%s", str(Flow(source, target)), _numbered(index))
         return subprocess.Popen([sys.executable, "-m", "srm.local.worker"], env=env, stdin=subprocess.DEVNULL)
 
     def worker_env(self, source: str, target: str) -> Mapping[str, str]:
@@ -386,6 +392,11 @@ class LocalRuntime:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
+
+
+def _numbered(index: int) -> str:
+    """How a log line names a flow's worker: the first one plainly, a sibling by its number."""
+    return f" {index + 1}" if index else ""
 
 
 def _exit_status(code: int) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 from srm.app import App
 from srm.aws.nodes import MemberRecord, Nodes
 from srm.aws.state import StateError
+from srm.config.nodes import member_id
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
 from srm.kafka.admin import ensure_topic
@@ -337,14 +338,17 @@ def main() -> int:
         app = App.current()
         source, target = app.env.flow()
         stall_s = float(os.environ.get("SRM_STALL_SECONDS", "30"))
-        node_id = os.environ.get("SRM_NODE_ID") or f"{os.uname().nodename}-{os.getpid()}"
+        node_id = member_id(
+            os.environ.get("SRM_NODE_ID") or f"{os.uname().nodename}-{os.getpid()}",
+            int(os.environ.get("SRM_WORKER_INDEX", "0")),
+        )
         config = app.config()
         nodes = config.nodes()
     except ConfigError as e:
         print(f"srm worker: {e}", file=sys.stderr)
         return 2
     except ValueError:
-        print("srm worker: SRM_STALL_SECONDS must be a number of seconds", file=sys.stderr)
+        print("srm worker: SRM_STALL_SECONDS and SRM_WORKER_INDEX must be numbers", file=sys.stderr)
         return 2
     stop = threading.Event()
 
