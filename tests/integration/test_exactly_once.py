@@ -4,8 +4,10 @@ the committed source offsets in MM2's offsets topic format."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -87,13 +89,13 @@ def assert_runs_exact(app: App, topic: str, source: dict[int, list[Rec]], remote
             assert translate(runs, rec.offset) == landed[rec.content()], f"{topic}-{p}@{rec.offset}"
 
 
-def test_zombie_invocation_is_fenced_by_its_retry_and_nothing_is_duplicated(flow, monkeypatch):
-    # GIVEN 2 partitions of records and the event that carries them
-    a, b = flow["a"], flow["b"]
-    topic, source = source_topic(flow, "orders", 2, 300)
-    event = kafka_event(a, topic, source)
-
-    # WHEN an invocation in one container writes the batch and stalls before committing (past its timeout) …
+@contextlib.contextmanager
+def stalled_zombie(
+    flow: dict[str, Any], event: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[BaseException | None]]:
+    """An invocation of ``event`` in another container that writes the batch and stalls before committing (past its
+    timeout): the block runs while it waits, its transaction open; then it wakes up and commits. Yields where its
+    outcome goes (None, or what it raised)."""
     monkeypatch.setattr(srm.app.mirror, "Producer", PausedCommit)  # where the mirror wiring builds them
     monkeypatch.setattr(PausedCommit, "armed", True)
     zombie_ctx = flow["container"]().mirror_context()
@@ -113,12 +115,23 @@ def test_zombie_invocation_is_fenced_by_its_retry_and_nothing_is_duplicated(flow
     try:
         assert PausedCommit.committing.wait(30), "the zombie never reached its commit"
         PausedCommit.armed = False
-        # … the event source's retry of the same batch runs in another container and completes …
-        retry = lambda_handler(event, CONTEXT)
+        yield outcome
     finally:
-        # … and then the zombie wakes up and commits
         PausedCommit.release.set()
         thread.join(60)
+
+
+def test_zombie_invocation_is_fenced_by_its_retry_and_nothing_is_duplicated(flow, monkeypatch):
+    # GIVEN 2 partitions of records and the event that carries them
+    a, b = flow["a"], flow["b"]
+    topic, source = source_topic(flow, "orders", 2, 300)
+    event = kafka_event(a, topic, source)
+
+    # WHEN an invocation in one container writes the batch and stalls before committing (past its timeout) …
+    with stalled_zombie(flow, event, monkeypatch) as outcome:
+        # … the event source's retry of the same batch runs in another container and completes …
+        retry = lambda_handler(event, CONTEXT)
+    # … and then the zombie wakes up and commits
 
     # THEN the zombie was fenced: it failed, and its records (written before the retry began) were aborted
     assert isinstance(outcome[0], MirrorError), outcome
@@ -145,30 +158,9 @@ def test_partitions_readied_on_assignment_fence_the_previous_holder_before_any_b
     a, b = flow["a"], flow["b"]
     topic, source = source_topic(flow, "assigned", 2, 200)
     event = kafka_event(a, topic, source)
-    monkeypatch.setattr(srm.app.mirror, "Producer", PausedCommit)
-    monkeypatch.setattr(PausedCommit, "armed", True)
-    zombie_ctx = flow["container"]().mirror_context()
-    PausedCommit.committing.clear()
-    PausedCommit.release.clear()
-    outcome: list[BaseException | None] = []
-
-    def run_zombie() -> None:
-        try:
-            replicate_batch(parse_event(event)[1], zombie_ctx)
-            outcome.append(None)
-        except BaseException as e:
-            outcome.append(e)
-
-    thread = threading.Thread(target=run_zombie)
-    thread.start()
-    try:
-        assert PausedCommit.committing.wait(30), "the zombie never reached its commit"
-        PausedCommit.armed = False
+    with stalled_zombie(flow, event, monkeypatch) as outcome:
         # WHEN the partitions are assigned to another container's event source, which readies them (no batch yet)
         App.current().partitions_assigned(topic, [0, 1])
-    finally:
-        PausedCommit.release.set()
-        thread.join(60)
 
     # THEN the zombie was fenced by the readying alone: nothing of it is committed
     assert isinstance(outcome[0], MirrorError) and "fenced" in str(outcome[0]), outcome
