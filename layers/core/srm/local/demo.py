@@ -35,8 +35,15 @@ TOPICS = {"orders": 3, "payments": 2, "inventory": 1}
 SOURCE, TARGET = "us-west", "us-east"
 
 
-def _produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+def _producer(bootstrap: str) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, start: int, count: int, live: Producer | None = None) -> None:
+    """``count`` records to ``topic`` from record ``start`` on, acknowledged before it returns; ``live``: the
+    producer of the live traffic, kept for all of it as an application keeps one (a new idempotent producer each
+    time would add its start — connections, a producer id — to every record's latency)."""
+    producer = live or _producer(bootstrap)
     for i in range(start, start + count):
         producer.produce(
             topic,
@@ -237,9 +244,10 @@ def run_demo(records: int = 30_000, keep_data: bool = False, chart: Path = Path(
         time.sleep(1.0)
         live = 0
         live_until = time.monotonic() + 5.0
+        live_producer = _producer(west.bootstrap)
         while time.monotonic() < live_until:
             for topic, partitions in TOPICS.items():
-                _produce(west.bootstrap, topic, partitions, records + live, 200)
+                _produce(west.bootstrap, topic, partitions, records + live, 200, live_producer)
             live += 200
             time.sleep(0.1)
         caught_up = _wait_caught_up(west.bootstrap, east.bootstrap, timeout=120)
