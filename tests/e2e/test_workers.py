@@ -1,7 +1,7 @@
 """`srm run --workers 2`: a flow's partitions are shared by two worker processes of one node through the group
 protocol, as by two nodes. One of them SIGKILLed mid-stream: its sibling keeps replicating its own partitions while
 the supervisor restarts the killed one, which takes its partitions back (a static member); nothing is lost, order is
-kept, and only the killed worker's partitions get duplicates."""
+kept, and only the killed worker's partitions get duplicates (none at all exactly-once)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ConsumerGroupState
 
-from tests.support.kafka import admin, assert_no_loss, create_topic, read_topic, topic_partitions, wait_for
+from tests.support.kafka import (
+    admin,
+    assert_no_loss,
+    create_topic,
+    read_topic,
+    topic_partitions,
+    unique,
+    wait_for,
+)
 from tests.support.runtime import SrmRun, child_pids, write_config
 from tests.support.traffic import PARTITIONS, RECOVERY_BOUND_S, Arrivals, Traffic, recovery, wait_no_loss
 
@@ -47,12 +55,15 @@ def _held(bootstrap: str, group: str) -> dict[str, set[int]] | None:
     }
 
 
-def test_a_killed_worker_process_leaves_its_sibling_replicating_and_loses_nothing(clusters, tmp_path: Path):
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_a_killed_worker_process_leaves_its_sibling_replicating_and_loses_nothing(clusters, tmp_path: Path, delivery):
     # GIVEN srm run with two worker processes replicating a 4-partition topic a->b while records arrive
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    topic, remote = "shared", "a.shared"
+    topic = unique("shared")
+    remote = f"a.{topic}"
     create_topic(a, topic, PARTITIONS)
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic}})
+    eos = {"exactly.once.source.support": "enabled"} if delivery == "exactly-once" else {}
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, **eos}})
     with SrmRun(config, tmp_path, ("--workers", "2")) as run:
         traffic = Traffic(a, topic)
         try:
@@ -85,13 +96,17 @@ def test_a_killed_worker_process_leaves_its_sibling_replicating_and_loses_nothin
         wait_no_loss(a, topic, b, remote)
         output = run.output()
 
-    print(f"\nafter the SIGKILL: the sibling's partitions {kept_up:.1f}s, the killed worker's {resumed:.1f}s")
+    print(
+        f"\n[{delivery}] after the SIGKILL: the sibling's partitions {kept_up:.1f}s, the killed worker's {resumed:.1f}s"
+    )
     assert kept_up <= RECOVERY_BOUND_S and resumed <= RECOVERY_BOUND_S, (kept_up, resumed)
     # … nothing is lost and order is kept in every partition; duplicates only where the killed worker was
     src, dst = read_topic(a, topic), read_topic(b, remote)
     duplicates = {p: assert_no_loss(src[p], dst.get(p, [])) for p in range(PARTITIONS)}
     assert sum(len(r) for r in src.values()) > 0
     assert all(duplicates[p] == 0 for p in sibling), duplicates
+    if delivery == "exactly-once":  # read_committed: the killed worker's open transactions were aborted
+        assert sum(duplicates.values()) == 0, duplicates
     # … and the supervisor restarted the killed worker
     assert re.search(r"a->b worker 2 exited with SIGKILL; restarting it", output), output[-3000:]
     assert "Traceback" not in output, output[-3000:]
