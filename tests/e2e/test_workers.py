@@ -5,7 +5,6 @@ kept, and only the killed worker's partitions get duplicates (none at all exactl
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -15,33 +14,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ConsumerGroupState
 
-from tests.support.kafka import (
-    admin,
-    assert_no_loss,
-    create_topic,
-    read_topic,
-    topic_partitions,
-    unique,
-    wait_for,
-)
-from tests.support.runtime import SrmRun, child_pids, write_config
-from tests.support.traffic import PARTITIONS, RECOVERY_BOUND_S, Arrivals, Traffic, recovery, wait_no_loss
+from tests.support.kafka import admin, assert_no_loss, read_topic, unique, wait_for
+from tests.support.traffic import PARTITIONS, RECOVERY_BOUND_S, live_flow, recovery, wait_no_loss, worker_pid
 
 pytestmark = pytest.mark.e2e
-
-
-def _workers(run: SrmRun) -> dict[int, int]:
-    """The flow's worker processes by index (``SRM_WORKER_INDEX``): pid."""
-    found = {}
-    for pid in child_pids(run.process.pid):
-        with contextlib.suppress(OSError):
-            if b"srm.local.worker" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-                continue
-            env = dict(
-                line.split(b"=", 1) for line in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in line
-            )
-            found[int(env.get(b"SRM_WORKER_INDEX", b"0"))] = pid
-    return found
 
 
 def _held(bootstrap: str, group: str) -> dict[str, set[int]] | None:
@@ -60,48 +36,36 @@ def test_a_killed_worker_process_leaves_its_sibling_replicating_and_loses_nothin
     # GIVEN srm run with two worker processes replicating a 4-partition topic a->b while records arrive
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = unique("shared")
-    remote = f"a.{topic}"
-    create_topic(a, topic, PARTITIONS)
     eos = {"exactly.once.source.support": "enabled"} if delivery == "exactly-once" else {}
-    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic, **eos}})
-    with SrmRun(config, tmp_path, ("--workers", "2")) as run:
-        traffic = Traffic(a, topic)
-        try:
-            wait_for(lambda: len(_workers(run)) == 2, timeout=60, message="two worker processes")
-            wait_for(lambda: topic_partitions(b, remote) == PARTITIONS, timeout=120, message="the remote topic")
-            arrivals = Arrivals(b, remote)
-            # … each holding some of the partitions: the group has two members of this node
-            group = f"srm-mirror.a-b.{topic}"
-            held = wait_for(
-                lambda: (h := _held(a, group)) and len(h) == 2 and all(h.values()) and h,
-                timeout=60,
-                message="the partitions shared by both workers",
-            )
-            node = next(m for m in held if "#" not in m)
-            sibling, killed = held[node], held[f"{node}#2"]
-            assert sibling | killed == set(range(PARTITIONS)) and not sibling & killed, held
+    with live_flow(tmp_path, a, b, topic, args=("--workers", "2"), **eos) as live:
+        # … each holding some of the partitions: the group has two members of this node
+        held = wait_for(
+            lambda: (h := _held(a, f"srm-mirror.a-b.{topic}")) and len(h) == 2 and all(h.values()) and h,
+            timeout=60,
+            message="the partitions shared by both workers",
+        )
+        node = next(m for m in held if "#" not in m)
+        sibling, killed = held[node], held[f"{node}#2"]
+        assert sibling | killed == set(range(PARTITIONS)) and not sibling & killed, held
 
-            # WHEN the second worker is SIGKILLed mid-stream
-            time.sleep(2)
-            killed_at = time.monotonic()
-            os.kill(_workers(run)[1], signal.SIGKILL)
+        # WHEN the second worker is SIGKILLed mid-stream
+        time.sleep(2)
+        killed_at = time.monotonic()
+        os.kill(worker_pid(live.run, 1), signal.SIGKILL)
 
-            # THEN its sibling's partitions keep being replicated, and the killed one's resume once it is restarted
-            kept_up = recovery(traffic, arrivals, killed_at, sibling)
-            resumed = recovery(traffic, arrivals, killed_at, killed)
-            traffic.stop()
-            arrivals.stop()
-        finally:
-            traffic.stop()
-        wait_no_loss(a, topic, b, remote)
-        output = run.output()
+        # THEN its sibling's partitions keep being replicated, and the killed one's resume once it is restarted
+        kept_up = recovery(live.traffic, live.arrivals, killed_at, sibling)
+        resumed = recovery(live.traffic, live.arrivals, killed_at, killed)
+        live.stop_traffic()
+        wait_no_loss(a, topic, b, live.remote)
+        output = live.run.output()
 
     print(
         f"\n[{delivery}] after the SIGKILL: the sibling's partitions {kept_up:.1f}s, the killed worker's {resumed:.1f}s"
     )
     assert kept_up <= RECOVERY_BOUND_S and resumed <= RECOVERY_BOUND_S, (kept_up, resumed)
     # … nothing is lost and order is kept in every partition; duplicates only where the killed worker was
-    src, dst = read_topic(a, topic), read_topic(b, remote)
+    src, dst = read_topic(a, topic), read_topic(b, live.remote)
     duplicates = {p: assert_no_loss(src[p], dst.get(p, [])) for p in range(PARTITIONS)}
     assert sum(len(r) for r in src.values()) > 0
     assert all(duplicates[p] == 0 for p in sibling), duplicates

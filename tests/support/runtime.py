@@ -135,10 +135,15 @@ def run_cli(
 
 
 def srm_run(
-    workdir: Path, clusters: Mapping[str, str], flows: Mapping[str, Mapping[str, Any]], **settings: Any
+    workdir: Path,
+    clusters: Mapping[str, str],
+    flows: Mapping[str, Mapping[str, Any]],
+    *,
+    args: tuple[str, ...] = (),
+    **settings: Any,
 ) -> SrmRun:
-    """``srm run`` in ``workdir`` on the config :func:`write_config` writes there (``srm.yaml``)."""
-    return SrmRun(write_config(workdir / "srm.yaml", clusters, flows, **settings), workdir)
+    """``srm run ARGS`` in ``workdir`` on the config :func:`write_config` writes there (``srm.yaml``)."""
+    return SrmRun(write_config(workdir / "srm.yaml", clusters, flows, **settings), workdir, args)
 
 
 @contextlib.contextmanager

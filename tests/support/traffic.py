@@ -105,17 +105,21 @@ class Arrivals:
         self._thread.join(30)
 
 
-def worker_pid(run: SrmRun) -> int:
-    """The flow's worker process (the store may run as a child of srm run too)."""
+def worker_pid(run: SrmRun, index: int = 0) -> int:
+    """The flow's worker process (the store may run as a child of srm run too); with ``srm run --workers``, the
+    one started ``index``-th (its ``SRM_WORKER_INDEX``)."""
 
     def find() -> int | None:
         for pid in child_pids(run.process.pid):
             with contextlib.suppress(OSError):
-                if b"srm.local.worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if b"srm.local.worker" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    continue
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                if f"SRM_WORKER_INDEX={index}".encode() in environ:
                     return pid
         return None
 
-    return wait_for(find, timeout=30, message="the worker process")
+    return wait_for(find, timeout=30, message=f"the worker process {index}")
 
 
 def recovery(traffic: Traffic, arrivals: Arrivals, since: float, partitions: set[int] | None = None) -> float:
@@ -220,13 +224,15 @@ class LiveFlow:
 
 
 @contextlib.contextmanager
-def live_flow(workdir: Path, source: str, target: str, topic: str, **flow: Any) -> Iterator[LiveFlow]:
-    """``topic`` created with :data:`PARTITIONS` on the source and replicated a->b by srm run in ``workdir`` (with
-    ``flow`` settings) while records arrive: the block runs once they reach the target. The traffic stops at
+def live_flow(
+    workdir: Path, source: str, target: str, topic: str, *, args: tuple[str, ...] = (), **flow: Any
+) -> Iterator[LiveFlow]:
+    """``topic`` created with :data:`PARTITIONS` on the source and replicated a->b by ``srm run ARGS`` in ``workdir``
+    (with ``flow`` settings) while records arrive: the block runs once they reach the target. The traffic stops at
     :meth:`LiveFlow.stop_traffic` or when the block ends, srm run after it."""
     remote = f"a.{topic}"
     create_topic(source, topic, PARTITIONS)
-    with srm_run(workdir, {"a": source, "b": target}, {"a->b": {"topics": topic, **flow}}) as run:
+    with srm_run(workdir, {"a": source, "b": target}, {"a->b": {"topics": topic, **flow}}, args=args) as run:
         traffic = Traffic(source, topic)
         try:
             wait_for(lambda: topic_partitions(target, remote) == PARTITIONS, timeout=120, message="the remote topic")

@@ -290,11 +290,11 @@ class LocalRuntime:
         """Make the running workers match the enabled flows of the config table; restart dead ones."""
         assert self.config_store is not None
         self._wanted = set(self.config_store.load(fresh=True).enabled_flows())
-        for worker, process in list(self._workers.items()):
-            if worker[0] not in self._wanted:
-                log.info("%s disabled: stopping its worker%s", Flow(*worker[0]), _numbered(worker[1]))
+        for (flow, index), process in list(self._workers.items()):
+            if flow not in self._wanted:
+                log.info("%s disabled: stopping its worker%s", Flow(*flow), _numbered(index))
                 self._terminate(process)
-                del self._workers[worker]
+                del self._workers[(flow, index)]
         self._restart_dead()
 
     def _restart_dead(self) -> None:
