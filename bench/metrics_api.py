@@ -28,10 +28,11 @@ LATENCY = {"count": 500, "min": 3, "max": 240, "avg": 41.5, "p50": 30, "p95": 12
 def _fill(endpoint: str, now_ms: int) -> None:
     from srm.aws.config_table import ConfigStore, create_config_table
     from srm.aws.metrics_table import MetricsTable, create_metrics_table
-    from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
+    from srm.aws.state import DynamoDBState, create_state_table
     from srm.config.parsing import Properties
     from srm.config.settings import SrmConfig
     from srm.metrics.model.series import MetricPoint, Series
+    from srm.state import TopicMappingRecord
 
     db = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint)
     create_config_table(db, "srm-config")
@@ -44,7 +45,7 @@ def _fill(endpoint: str, now_ms: int) -> None:
         "a->b.enabled": "true",
     }
     ConfigStore(db, "srm-config").replace_all(SrmConfig.from_properties(Properties.of(props)))
-    state = StateStore(db, "srm-state")
+    state = DynamoDBState(db, "srm-state")
     for topic in TOPICS:
         state.put_topic_mapping("a", "b", TopicMappingRecord(topic, f"a.{topic}", 3))
     state.update_flow_status("a", "b", heartbeat_ms=now_ms, heartbeat_replicated_ms=now_ms, last_checkpoint_ms=now_ms)

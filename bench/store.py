@@ -15,7 +15,7 @@ from typing import Any
 
 import boto3
 
-from srm.aws.state import StateStore, create_state_table
+from srm.aws.state import DynamoDBState, create_state_table
 from srm.core.offsets import Run
 from srm.local.clusters import LocalCluster
 from srm.local.store import KafkaStoreSpec, LocalStore
@@ -48,13 +48,13 @@ def measure(kind: str, workdir: Path, bootstrap: str, writes: int) -> dict[str, 
     db = _client(url)
     create_state_table(db, "state")
     ready_s = time.monotonic() - started
-    state = StateStore(db, "state")
+    state = DynamoDBState(db, "state")
     state.record_runs("a", "b", "t", 0, [Run(0, 0, 100)])
     begin = time.monotonic()
     for i in range(1, writes + 1):
         state.record_runs("a", "b", "t", 0, [Run(i * 100, i * 100, 100)])
     one_ms = (time.monotonic() - begin) / writes * 1000
-    writers = [StateStore(db, "state") for _ in range(6)]
+    writers = [DynamoDBState(db, "state") for _ in range(6)]
     begin = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         for i in range(1, writes // 6 + 1):

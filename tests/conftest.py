@@ -10,12 +10,14 @@ from pathlib import Path
 import boto3
 import pytest
 
-from srm.aws.state import StateStore, create_state_table
+from srm.aws.state import DynamoDBState, create_state_table
 from srm.local.kafka import kafka_version
+from srm.state import StateStore
 from tests.support.aws import aws
 from tests.support.clusters import Cluster, SharedClusters, log_tails, running_clusters, using_external_clusters
 from tests.support.kafka import close_clients
 from tests.support.runtime import STARTED, run_log_tails
+from tests.support.state import close_states
 
 # AWS code reads region and endpoints from the environment; tests never reach AWS.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -43,6 +45,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """The record helpers' clients live as long as a test: closed before its fixtures stop its clusters."""
     yield
     close_clients()
+    close_states()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -119,4 +122,4 @@ def state() -> Iterator[StateStore]:
     with aws():
         db = boto3.client("dynamodb", region_name="us-east-1")
         create_state_table(db, "state")
-        yield StateStore(db, "state")
+        yield DynamoDBState(db, "state")

@@ -309,10 +309,11 @@ def guide_acls(s: str, t: str) -> dict[str, dict[str, list[Grant]]]:
             t: [
                 *[
                     (TOPIC, prefix, True, (Op.DESCRIBE, Op.CREATE, Op.READ, Op.WRITE))
-                    for prefix in ("srm-store.", "srm-metrics.", "srm-nodes.")
+                    for prefix in ("srm-store.", "srm-state.", "srm-metrics.", "srm-nodes.")
                 ],
                 (GROUP, "srm-leader.", True, (Op.DESCRIBE, Op.READ)),
                 (TXN, "srm-store-", True, (Op.DESCRIBE, Op.WRITE)),
+                (TXN, "srm-state.", True, (Op.DESCRIBE, Op.WRITE)),  # a partition's or a leader's state writes
             ]
         },
         "metrics API": {

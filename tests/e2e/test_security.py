@@ -148,7 +148,7 @@ def test_secrets_never_leak_from_the_runtime_or_the_clis(clusters, tmp_path: Pat
         items = dynamodb_items(work)
         logged = [
             r.value or b""
-            for topic in ("srm-store.srm-a-b.internal", "srm-metrics.srm-a-b.internal")
+            for topic in ("srm-store.srm-a-b.internal", "srm-state.srm-a-b.internal", "srm-metrics.srm-a-b.internal")
             for r in read_partition(b, topic, 0)
         ]
     outputs.append(run.output())

@@ -7,12 +7,12 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
 from srm.core.checkpoints import StoredCheckpoint
 from srm.kafka.readers import quiet_probe
 from srm.mm2.policy import DefaultReplicationPolicy
 from srm.replication.checkpoint import CheckpointContext, sync_group_offsets
+from srm.state import StateStore
 from tests.e2e.test_failover import committed_on, consume_and_commit, produce_values
 from tests.support.clusters import Cluster
 from tests.support.kafka import create_topic, end_offsets, unique

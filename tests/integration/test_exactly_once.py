@@ -16,7 +16,6 @@ from confluent_kafka import Producer
 import srm.app.mirror
 import srm.replication.mirror
 from srm.app import App
-from srm.aws.state import StateError
 from srm.core.events import parse_event
 from srm.core.offsets import translate
 from srm.core.source_offsets import SourceOffset
@@ -24,6 +23,7 @@ from srm.handlers.mirror import lambda_handler
 from srm.kafka.transactions import read_source_offsets, transactional_id
 from srm.replication.context import MirrorError
 from srm.replication.mirror import replicate_batch
+from srm.state import StateError
 from tests.support.handler import CONTEXT, HandlerFlow, kafka_event
 from tests.support.kafka import (
     Rec,

@@ -13,9 +13,10 @@ from pathlib import Path
 import boto3
 import pytest
 
-from srm.aws.state import StateStore, create_state_table
+from srm.aws.state import DynamoDBState, create_state_table
 from srm.core.offsets import Run
 from srm.local.store import LocalStore, StoreError
+from srm.state import StateStore
 from tests.support.kafka import wait_for
 from tests.support.runtime import child_pids, pid_alive
 
@@ -26,13 +27,14 @@ OWNER = textwrap.dedent(
     import boto3
     from srm.local.store import LocalStore
     from srm.core.offsets import Run
-    from srm.aws.state import StateStore, create_state_table
+    from srm.aws.state import DynamoDBState, create_state_table
+    from srm.state import StateStore
 
     store = LocalStore(state_dir=Path(sys.argv[1]))
     url = store.start()
     db = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=url)
     create_state_table(db, "srm-state")
-    state = StateStore(db, "srm-state")
+    state = DynamoDBState(db, "srm-state")
     for i in range(50):
         state.record_runs("a", "b", "t", 0, [Run(i, i, 1)])
     print("written", flush=True)
@@ -42,7 +44,7 @@ OWNER = textwrap.dedent(
 
 
 def state_of(url: str) -> StateStore:
-    return StateStore(boto3.client("dynamodb", region_name="us-east-1", endpoint_url=url), "srm-state")
+    return DynamoDBState(boto3.client("dynamodb", region_name="us-east-1", endpoint_url=url), "srm-state")
 
 
 def test_durable_store_keeps_acknowledged_writes_when_its_owner_is_killed_and_dies_with_it(tmp_path: Path):

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
 from srm.core.events import EventBuilder, parse_event
 from srm.core.offsets import Run
@@ -18,6 +17,7 @@ from srm.mm2.formats import Heartbeat
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
 from srm.replication.context import MirrorContext
 from srm.replication.mirror import replicate_batch
+from srm.state import StateStore
 from tests.support.kafka import create_topic, read_partition, unique
 
 pytestmark = pytest.mark.integration

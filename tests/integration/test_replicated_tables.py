@@ -12,7 +12,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from srm.aws.state import StateStore, create_state_table
+from srm.aws.state import DynamoDBState, create_state_table
 from srm.core.offsets import Run
 from srm.local.tables.replicated import ReplicatedTables
 from srm.local.tables.server import TablesServer
@@ -73,11 +73,11 @@ def test_two_nodes_share_the_state_and_a_restarted_node_reads_it_back(store) -> 
     one = Node(bootstrap, topic)
     nodes.append(one)
     create_state_table(one.db, "state")
-    first = StateStore(one.db, "state")
+    first = DynamoDBState(one.db, "state")
     first.record_runs("a", "b", "t", 0, [Run(0, 10, 100)])
     two = Node(bootstrap, topic)
     nodes.append(two)
-    second = StateStore(two.db, "state")
+    second = DynamoDBState(two.db, "state")
 
     # THEN the second reads the first's runs (a consistent read waits for what was logged before it)
     assert second.replicated_end("a", "b", "t", 0, 100) == 100
@@ -96,7 +96,7 @@ def test_two_nodes_share_the_state_and_a_restarted_node_reads_it_back(store) -> 
     nodes.remove(one)
     again = Node(bootstrap, topic)
     nodes.append(again)
-    assert StateStore(again.db, "state").runs("a", "b", "t", 0) == [Run(0, 10, 160)]
+    assert DynamoDBState(again.db, "state").runs("a", "b", "t", 0) == [Run(0, 10, 160)]
 
 
 def test_a_transaction_is_all_or_nothing_and_a_deleted_item_stays_deleted(store) -> None:

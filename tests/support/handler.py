@@ -9,7 +9,7 @@ from typing import Any
 
 from srm.app import App, Environment
 from srm.aws.config_table import ConfigStore
-from srm.aws.state import StateStore
+from srm.aws.state import DynamoDBState
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.core.events import DecodedEvent, DecodedEventBuilder, EventBuilder
@@ -29,7 +29,7 @@ class HandlerFlow:
 
     def __init__(self, a: str, b: str, dynamodb: Any) -> None:
         self.a, self.b, self.dynamodb = a, b, dynamodb
-        self.state = StateStore(dynamodb, STATE_TABLE)
+        self.state = DynamoDBState(dynamodb, STATE_TABLE)
 
     def configure(
         self, prefix: str, flow: Mapping[str, str] | None = None, shared: Mapping[str, str] | None = None

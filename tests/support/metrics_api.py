@@ -16,10 +16,11 @@ import srm.control.metrics
 from srm.app import App
 from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
-from srm.aws.state import StateStore, TopicMappingRecord, create_state_table
+from srm.aws.state import DynamoDBState, create_state_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.metrics.model.series import MetricPoint, Series
+from srm.state import TopicMappingRecord
 
 NOW = int(time.time() * 1000) // 60_000 * 60_000  # the current minute's window start
 W1, W2 = NOW - 3 * 60_000, NOW - 2 * 60_000  # two recent windows
@@ -72,7 +73,7 @@ def known_metrics(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
             "c->a.enabled": "true",
         }
         ConfigStore(db, "config").replace_all(SrmConfig.from_properties(Properties.of(props)))
-        state = StateStore(db, "state")
+        state = DynamoDBState(db, "state")
         state.put_topic_mapping("a", "b", TopicMappingRecord("orders", "a.orders", 2))
         state.update_flow_status("a", "b", heartbeat_ms=NOW - 4_000, heartbeat_replicated_ms=NOW - 1_000)
         state.update_flow_status("a", "b", last_checkpoint_ms=NOW - 30_000)

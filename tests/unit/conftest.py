@@ -11,10 +11,10 @@ import boto3
 import pytest
 
 from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.state import StateStore
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.control.edits import Control
+from srm.state import StateStore
 from tests.unit.fake_clusters import PROPS
 from tests.unit.sam_templates import MONITORING, PARAMETERS, TEMPLATE, load_template
 

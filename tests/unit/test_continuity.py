@@ -3,9 +3,10 @@ items that record them (moto)."""
 
 from __future__ import annotations
 
-from srm.aws.state import StateStore
+from srm.aws.state import DynamoDBState
 from srm.core.continuity import ZERO_TOPIC_ID, Loss, covering, known_topic_id, lost_range, reset_reason
 from srm.core.offsets import Origin, Run, translate_checked
+from srm.state import StateStore
 
 
 def test_a_gap_loses_records_only_where_the_log_start_passed_the_replicated_end():
@@ -60,7 +61,7 @@ def test_replicated_end_reads_the_last_run_and_then_serves_continuations_from_th
     assert state.replicated_end("a", "b", "t", 0, 0) is None
     state.record_runs("a", "b", "t", 0, [Run(0, 0, 10)], origin=lambda: Origin(0, True, "id-1"))
     state.record_runs("a", "b", "t", 0, [Run(12, 10, 3)])
-    fresh = StateStore(state._db, state.table)  # another container: nothing cached
+    fresh = DynamoDBState(state._db, state.table)  # another container: nothing cached
     assert fresh.replicated_end("a", "b", "t", 0, 40) == 15
     assert fresh.replicated_end("a", "b", "t", 0, 15) == 15
     assert fresh.origin("a", "b", "t", 0) == Origin(0, True, "id-1")

@@ -9,11 +9,11 @@ import json
 import pytest
 
 import srm.cli.control as cli
-from srm.aws.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
 from srm.config.export import format_properties, format_yaml
 from srm.config.parsing import parse_properties_text, parse_yaml_text
 from srm.config.secrets import mask_secrets
 from srm.control.edits import Control
+from srm.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
 from tests.unit.fake_clusters import FakeProbe
 
 

@@ -8,11 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
-from srm.aws.state import StateStore
+from srm.aws.state import DynamoDBState
 from srm.config.settings import FlowSettings
 from srm.core.checkpoints import CachedRuns, GroupOffsets, PartitionTranslation, QuietProbe, RunsLookup, translate_group
 from srm.core.offsets import Run
 from srm.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, ReplicationPolicy
+from srm.state import StateStore
 
 pytestmark = pytest.mark.aws_adapter
 
@@ -100,7 +101,7 @@ def test_cached_runs_read_a_partition_once_for_every_group(state: StateStore) ->
     state.record_runs("b", "a", "orders", 0, [Run(0, 50, 10)])
     reads: list[tuple[str, str, str, int]] = []
 
-    class Counting(StateStore):
+    class Counting(DynamoDBState):
         def runs(self, source: str, target: str, topic: str, partition: int) -> list[Run]:
             reads.append((source, target, topic, partition))
             return super().runs(source, target, topic, partition)

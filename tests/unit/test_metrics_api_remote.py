@@ -17,13 +17,14 @@ from srm.app import App, Environment
 from srm.aws.api_client import sigv4_headers
 from srm.aws.config_table import create_config_table
 from srm.aws.metrics_table import create_metrics_table
-from srm.aws.state import TopicMappingRecord, create_state_table
+from srm.aws.state import create_state_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
 from srm.handlers.metrics_api import lambda_handler
 from srm.local.api_server import ApiServer
 from srm.metrics.model.series import MetricPoint, Series
+from srm.state import TopicMappingRecord
 from tests.support.metrics_api import LATENCY_1, NOW, W1, window
 from tests.unit.metrics_api_access import srm_metrics
 

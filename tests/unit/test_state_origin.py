@@ -6,12 +6,13 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from srm.aws.state import StateError, StateStore
+from srm.aws.state import DynamoDBState
 from srm.config.settings import FlowSettings
 from srm.core.checkpoints import StoredCheckpoint, Untranslated
 from srm.core.offsets import Origin, Run
 from srm.mm2.policy import DefaultReplicationPolicy
 from srm.replication.delivery import offset_syncs_topic
+from srm.state import StateError, StateStore
 
 
 @pytest.mark.aws_adapter
@@ -25,7 +26,7 @@ def test_origin_is_recorded_by_the_first_batch_of_a_partition_without_runs_only(
     state.record_runs("a", "b", "t", 0, [Run(500, 0, 10)], origin=origin(500, False))
     # WHEN later batches come, from this process or a fresh one (no cached run)
     state.record_runs("a", "b", "t", 0, [Run(510, 10, 10)], origin=origin(510, False))
-    fresh = StateStore(boto3.client("dynamodb", region_name="us-east-1"), state.table)
+    fresh = DynamoDBState(boto3.client("dynamodb", region_name="us-east-1"), state.table)
     fresh.record_runs("a", "b", "t", 0, [Run(520, 20, 5)], origin=origin(520, True))
 
     # THEN the origin is the first batch's, asked for once; other partitions and flows have their own

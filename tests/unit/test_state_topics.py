@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from srm.aws.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
+from srm.state import EventSourceMappingRecord, StateStore, TopicMappingRecord
 
 pytestmark = pytest.mark.aws_adapter
 

@@ -15,7 +15,7 @@ from moto import mock_aws
 
 from srm.aws.config_table import ConfigConflictError, ConfigStore, create_config_table
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
-from srm.aws.state import StateStore, create_state_table
+from srm.aws.state import DynamoDBState, create_state_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.core.checkpoints import StoredCheckpoint, Untranslated
@@ -58,7 +58,7 @@ def moto_db() -> Iterator[Any]:
 def exercise_state(db: Any) -> dict[str, Any]:
     """Every kind of state write and read srm makes, on one client; what the reads returned."""
     create_state_table(db, "state")
-    state = StateStore(db, "state")
+    state = DynamoDBState(db, "state")
     for i in range(5):
         state.record_runs("a", "b", "t", 0, [Run(i * 10, i * 10 + 3, 10)], origin=lambda: Origin(0, True, "id"))
     state.record_runs("a", "b", "t", 0, [Run(100, 200, 5)])  # a gap: a new run

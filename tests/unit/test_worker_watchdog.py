@@ -15,10 +15,10 @@ import pytest
 
 import srm.cli.control as cli
 from srm.app import App, Environment
-from srm.aws.state import StateStore
 from srm.control.edits import Control
 from srm.local.threads import thread_dump
 from srm.local.worker import Scheduled, Watchdog, _invoke
+from srm.state import StateStore
 from tests.unit.fake_clusters import FakeProbe
 
 BOUND_S = 0.2

@@ -19,14 +19,16 @@ from srm.aws.firehose import FirehoseSink
 from srm.aws.metrics_table import MetricsTable
 from srm.aws.nodes import Nodes
 from srm.aws.secrets import secrets_manager_resolver
-from srm.aws.state import StateStore
+from srm.aws.state import DynamoDBState
 from srm.config.settings import FlowSettings, SrmConfig
 from srm.flow import Flow
 from srm.kafka.admin import RemoteTopics, ensure_topic
 from srm.kafka.clients import KafkaClients
 from srm.kafka.raw_metrics import KafkaSink
+from srm.kafka.state import KafkaState
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
+from srm.state import StateStore
 
 __all__ = ["AppBase", "Bound", "FlowFields"]
 
@@ -63,7 +65,8 @@ class AppBase:
             "dynamodb", region_name=env.region, config=Config(retries={"max_attempts": 5, "mode": "standard"})
         )
         self.config_store = ConfigStore(self.dynamodb, env.config_table, env.config_cache_seconds)
-        self.state = StateStore(self.dynamodb, env.state_table)
+        self._state: StateStore | None = None if env.state_topic else DynamoDBState(self.dynamodb, env.state_table)
+        self._state_lock = threading.Lock()
         self.metrics_table = MetricsTable(self.dynamodb, env.metrics_table)
         self.kafka = KafkaClients(secrets_manager_resolver(env.region, env.secrets_cache_seconds))
         self._remote_topics: dict[Flow, RemoteTopics] = {}
@@ -91,6 +94,17 @@ class AppBase:
 
     def config(self) -> SrmConfig:
         return self.config_store.load()
+
+    @property
+    def state(self) -> StateStore:
+        """The state: the state table, or (``srm run``) the state topic, read in on first use."""
+        with self._state_lock:
+            if self._state is None:
+                assert self.env.state_topic and self.env.store_cluster
+                self._state = KafkaState.on_cluster(
+                    self.config(), self.env.store_cluster, self.env.state_topic, self.kafka.resolver
+                ).start()
+            return self._state
 
     def nodes(self, config: SrmConfig) -> Nodes:
         """The nodes of this ``srm run`` cluster, as the state records them."""

@@ -95,10 +95,12 @@ class MirrorWiring(AppBase):
         )
 
     def partitions_assigned(self, topic: str, partitions: list[int]) -> None:
-        """A local event source was given these partitions of ``topic``: an exactly-once flow readies their
-        transactions now rather than in their first batch (:meth:`ExactlyOnce.warm`). Lambda has no such moment:
-        there the first batch does it."""
+        """A local event source was given these partitions of ``topic``: their state is claimed (earlier holders
+        fenced, what they wrote read), and an exactly-once flow readies their transactions, now rather than in
+        their first batch (:meth:`ExactlyOnce.warm`). Lambda has no such moment: there the first batch does both."""
         flow, config, settings, policy = self._bind()
+        if partitions:
+            self.state.claim_partitions(flow.source, flow.target, topic, partitions)
         if settings.exactly_once and partitions:
             remote = policy.format_remote_topic(flow.source, topic)
             self._exactly_once(config, flow, settings).warm(topic, remote, partitions)

@@ -23,7 +23,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from srm.aws.state import StateError
+from srm.state.records import StateError
 
 __all__ = ["NODE_EXPIRY_MS", "MemberRecord", "NodeRecord", "Nodes"]
 

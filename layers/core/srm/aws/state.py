@@ -48,64 +48,27 @@ meanwhile) is detected, reloaded and retried rather than overwriting newer state
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from srm.aws.state_runs import LossRecord, OffsetRunState, ResetRecord
-from srm.aws.state_table import StateError, create_state_table
+from srm.aws.state_runs import OffsetRunState
+from srm.aws.state_table import create_state_table
 from srm.core.checkpoints import StoredCheckpoint, Untranslated
+from srm.state.records import DEFAULT_MAX_PAYLOAD_BYTES, EventSourceMappingRecord, GroupCheckpoints, TopicMappingRecord
 
-__all__ = [
-    "EventSourceMappingRecord",
-    "GroupCheckpoints",
-    "LossRecord",
-    "ResetRecord",
-    "StateError",
-    "StateStore",
-    "TopicMappingRecord",
-    "create_state_table",
-]
+__all__ = ["DynamoDBState", "create_state_table"]
 
 
-@dataclass(frozen=True)
-class TopicMappingRecord:
-    """A replicated source topic and its remote topic (see the table above)."""
+class DynamoDBState(OffsetRunState):
+    """The state port (:class:`srm.state.StateStore`) on a DynamoDB table: offset runs and continuity
+    (:class:`~srm.aws.state_runs.OffsetRunState`), checkpoints, flow status, and the topic control plane's records.
+    Ownership needs no claim here: a stale writer's conditional put fails (see :meth:`record_runs`)."""
 
-    topic: str
-    remote_topic: str
-    partitions: int
-    created: bool = False
-    synced_at_ms: int = 0
-    configs: Mapping[str, str] = field(default_factory=dict)
-    acls: tuple[str, ...] = ()
+    def claim_partitions(self, source: str, target: str, topic: str, partitions: Sequence[int]) -> None:
+        pass
 
-
-@dataclass(frozen=True)
-class EventSourceMappingRecord:
-    """The event source mapping of a source topic."""
-
-    topic: str
-    id: str
-    enabled: bool
-    batch_size: int
-    batching_window_ms: int
-    updated_at_ms: int = 0
-    problem: str = ""  # what keeps it from replicating, as Lambda reported it at the last topic sync ("": none)
-    max_payload_bytes: int = 6 * 1024 * 1024  # the invoke payload a batch is cut at (the local runtime's setting)
-
-
-@dataclass(frozen=True)
-class GroupCheckpoints:
-    """A group's checkpoint items, by upstream topic-partition."""
-
-    emitted: dict[tuple[str, int], StoredCheckpoint]
-    untranslated: dict[tuple[str, int], Untranslated]
-
-
-class StateStore(OffsetRunState):
-    """The state table: offset runs and continuity (:class:`~srm.aws.state_runs.OffsetRunState`), checkpoints, flow
-    status, and the topic control plane's records."""
+    def claim_leadership(self, source: str, target: str) -> None:
+        pass
 
     # -- checkpoints ---------------------------------------------------------------------------------------------
     def checkpoints(self, source: str, target: str, group: str) -> GroupCheckpoints:
@@ -259,5 +222,5 @@ def _event_source_mapping(item: dict[str, Any]) -> EventSourceMappingRecord:
         batching_window_ms=int(item["bw"]["N"]),
         updated_at_ms=int(item.get("at", {}).get("N", "0")),
         problem=item.get("pr", {}).get("S", ""),
-        max_payload_bytes=int(item.get("mp", {}).get("N", str(6 * 1024 * 1024))),
+        max_payload_bytes=int(item.get("mp", {}).get("N", str(DEFAULT_MAX_PAYLOAD_BYTES))),
     )

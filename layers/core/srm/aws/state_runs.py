@@ -10,42 +10,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from srm.aws.state_table import StateError, StateTable
+from srm.aws.state_table import StateTable
 from srm.core.offsets import Origin, Run, merge_runs
+from srm.state.records import LossRecord, ResetRecord, StateError
 
-__all__ = ["LossRecord", "OffsetRunState", "ResetRecord"]
+__all__ = ["OffsetRunState"]
 
 log = logging.getLogger(__name__)
 
 _WIDTH = 20
-
-
-@dataclass(frozen=True)
-class LossRecord:
-    """Offsets ``start … end − 1`` of a partition purged on the source before they were replicated."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    at_ms: int
-
-
-@dataclass(frozen=True)
-class ResetRecord:
-    """A partition that started over: what its old incarnation had replicated, why, and its archive's label."""
-
-    topic: str
-    partition: int
-    at_ms: int
-    replicated_end: int
-    reason: str
-    label: str
 
 
 def _sk(offset: int) -> str:

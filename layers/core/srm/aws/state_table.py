@@ -12,18 +12,14 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from srm.errors import RetriableError
+from srm.state.records import StateError
 
-__all__ = ["StateError", "StateTable", "create_state_table", "create_table"]
+__all__ = ["StateTable", "create_state_table", "create_table"]
 
 # DynamoDB's bound on the requests of one BatchWriteItem.
 _BATCH_WRITE_MAX = 25
 
 _Record = TypeVar("_Record")
-
-
-class StateError(RetriableError, RuntimeError):
-    """The state table could not be read or written (retriable)."""
 
 
 class StateTable:

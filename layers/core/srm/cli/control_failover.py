@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from srm.aws.secrets import secrets_manager_resolver
-from srm.aws.state import StateError
 from srm.cli.control_session import PROG, Session, flow_args
 from srm.cli.options import add_command, add_json, add_timeout
 from srm.cli.tables import table, takeover_lines
 from srm.control.failover import NoOffsetsError, export_csv, failover_offsets, translated_by, untranslated_notes
 from srm.replication.takeover import take_over
+from srm.state import StateError
 
 __all__ = ["register_offsets", "register_takeover"]
 

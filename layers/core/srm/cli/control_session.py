@@ -17,9 +17,12 @@ import boto3
 from botocore.config import Config
 
 from srm.aws.config_table import ConfigStore, ConfigStoreError
-from srm.aws.state import StateStore
+from srm.aws.secrets import secrets_manager_resolver
+from srm.aws.state import DynamoDBState
 from srm.control.edits import Control
-from srm.local.store import STATE_DIR, local_store_url
+from srm.kafka.state import KafkaState, state_topic
+from srm.local.store import STATE_DIR, known_store_cluster, local_store_url
+from srm.state import StateStore
 
 __all__ = [
     "LOCAL_REGION",
@@ -107,7 +110,22 @@ class Session:
         return Control(self.store(), author=_author())
 
     def state(self) -> StateStore:
-        return StateStore(self.dynamodb(), self.args.state_table)
+        if self.args.local:
+            return self._local_state()
+        return DynamoDBState(self.dynamodb(), self.args.state_table)
+
+    def _local_state(self) -> StateStore:
+        """The state of the ``srm run`` in this directory: its state topic, on the cluster its node found it on."""
+        config = self.store().load()
+        group_id = config.nodes().group_id
+        alias = known_store_cluster(config.nodes().topic, Path.cwd() / STATE_DIR)
+        if alias is None:
+            raise ConfigStoreError(
+                f"the srm run in {Path.cwd()} keeps no state in Kafka ({STATE_DIR}/store.cluster not found)"
+            )
+        return KafkaState.on_cluster(
+            config, alias, state_topic(group_id), secrets_manager_resolver(self.region)
+        ).start()
 
     def print(self, *lines: str) -> None:
         for line in lines:

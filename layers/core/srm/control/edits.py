@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from srm.aws.config_table import ConfigStore, ConfigStoreError
-from srm.aws.state import StateStore
 from srm.config.export import format_properties, format_yaml
 from srm.config.parsing import Properties
 from srm.config.scopes import ConfigSnapshot, scope_key
@@ -51,6 +50,7 @@ from srm.core.filters import (
 )
 from srm.errors import PermanentError
 from srm.flow import Flow
+from srm.state import StateStore
 
 __all__ = [
     "Control",

@@ -9,7 +9,6 @@ import time
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from srm.aws.state import StateStore
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
 from srm.errors import PermanentError, SrmError
@@ -17,6 +16,7 @@ from srm.flow import Flow
 from srm.kafka.admin import group_offsets
 from srm.kafka.clients import admin_config, build
 from srm.mm2.client import CheckpointedOffset, MirrorClient
+from srm.state import StateStore
 
 __all__ = ["NoOffsetsError", "export_csv", "failover_offsets", "translated_by", "untranslated_notes"]
 

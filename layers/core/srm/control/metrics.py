@@ -13,11 +13,11 @@ from pydantic import BaseModel
 
 from srm.aws.config_table import ConfigStore
 from srm.aws.metrics_table import MetricsTable
-from srm.aws.state import StateStore, TopicMappingRecord
 from srm.config.settings import SrmConfig
 from srm.errors import SrmError
 from srm.metrics.model.names import TABLE_DISTRIBUTIONS
 from srm.metrics.model.series import RESOLUTIONS, MetricPoint, Series
+from srm.state import StateStore, TopicMappingRecord
 
 __all__ = [
     "METRICS",

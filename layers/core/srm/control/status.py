@@ -11,19 +11,12 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from srm.aws.state import (
-    EventSourceMappingRecord,
-    LossRecord,
-    ResetRecord,
-    StateError,
-    StateStore,
-    TopicMappingRecord,
-)
 from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, plan_topics
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError
+from srm.state import EventSourceMappingRecord, LossRecord, ResetRecord, StateError, StateStore, TopicMappingRecord
 
 __all__ = ["FlowStatus", "Stall", "StatusProbe", "TopicStatus", "flow_status"]
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka.admin import AdminClient
 
-from srm.aws.state import EventSourceMappingRecord
 from srm.config.nodes import node_of
 from srm.config.settings import FlowSettings, SrmConfig
 from srm.core.events import local_event_source_arn
@@ -30,6 +29,7 @@ from srm.core.plans import MappingConfig, ObservedMapping, mapping_group_id
 from srm.flow import Flow
 from srm.kafka.clients import consumer_config
 from srm.local.event_source import EmulatedMapping, GroupMember, MappingSettings
+from srm.state import EventSourceMappingRecord
 
 if TYPE_CHECKING:
     from srm.app import App

@@ -22,14 +22,15 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from srm.aws.nodes import NodeRecord, Nodes
-from srm.aws.state import StateError
 from srm.config.nodes import NODES_STORE_CLUSTER
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError, PermanentError
 from srm.kafka.admin import ensure_topic, list_topics
 from srm.kafka.clients import admin_config, build, consumer_config, producer_config
+from srm.kafka.state import state_topic
 from srm.local.store import KafkaStoreSpec
+from srm.state import StateError
 
 __all__ = [
     "NodeIdInUseError",
@@ -157,7 +158,7 @@ def ensure_store_topics(config: SrmConfig, alias: str, admin: Callable[[str], Ad
     nodes = config.nodes()
     flows = config.enabled_flows() or list(config.flows)
     rf = config.settings(*flows[0]).checkpoints_topic_replication_factor if flows else 3
-    topics = {nodes.topic: _STORE_TOPIC_CONFIGS}
+    topics = {nodes.topic: _STORE_TOPIC_CONFIGS, state_topic(nodes.group_id): _STORE_TOPIC_CONFIGS}
     if metrics:
         topics[metrics_topic(nodes.group_id)] = _METRICS_TOPIC_CONFIGS
     for name, configs in topics.items():

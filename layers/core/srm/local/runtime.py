@@ -37,6 +37,7 @@ from srm.errors import PermanentError
 from srm.flow import Flow
 from srm.kafka.admin import ConnectionErrors, KafkaAccessError, KafkaUnavailableError, probe_topics
 from srm.kafka.clients import admin_config, build
+from srm.kafka.state import KafkaState, state_topic
 from srm.local.nodes import (
     NodePresence,
     check_node_id,
@@ -45,6 +46,7 @@ from srm.local.nodes import (
     kafka_store_spec,
     metrics_topic,
 )
+from srm.local.state_upgrade import upgrade_state
 from srm.local.store import STATE_DIR, KafkaStoreSpec, LocalStore, StoreKind, free_port, known_store_cluster
 
 __all__ = ["FENCED_EXIT", "LocalRuntime", "NodeFencedError", "RuntimeOptions"]
@@ -139,6 +141,8 @@ class LocalRuntime:
         )
         create_config_table(dynamodb, self.options.config_table)
         create_state_table(dynamodb, self.options.state_table)
+        if self._store_alias is not None:
+            upgrade_state(dynamodb, self.options.state_table, self._open_state)
         create_metrics_table(dynamodb, self.options.metrics_table)  # the API reads it, with or without metrics
         self.presence = NodePresence(
             Nodes(dynamodb, self.options.state_table, self.nodes.group_id),
@@ -167,6 +171,11 @@ class LocalRuntime:
         spec = kafka_store_spec(self.config, self._resolve_secret, metrics=self.options.metrics, known=known)
         self._store_alias = spec.alias
         return spec
+
+    def _open_state(self) -> KafkaState:
+        assert self._store_alias is not None
+        topic = state_topic(self.nodes.group_id)
+        return KafkaState.on_cluster(self.config, self._store_alias, topic, self._resolve_secret).start()
 
     def _wait_for_state(self, spec: KafkaStoreSpec, stop: threading.Event) -> None:
         """Wait until the state was read, saying once why it is not; its topics are created meanwhile if they
@@ -353,6 +362,7 @@ class LocalRuntime:
             "SRM_DEPLOYMENT_NAME": f"{socket.gethostname()}:{o.state_dir.resolve().parent}",
             **({"SRM_METRICS_DIR": str(self.metrics_dir)} if o.metrics else {}),
             **({"SRM_STORE_CLUSTER": self._store_alias} if self._store_alias else {}),
+            **({"SRM_STATE_TOPIC": state_topic(self.nodes.group_id)} if self._store_alias else {}),
             **({"SRM_METRICS_TOPIC": metrics_topic(self.nodes.group_id)} if o.metrics and self._store_alias else {}),
             "SRM_DEAD_LETTER_DIR": str(o.state_dir.resolve() / "dead-letters"),
             "SRM_NODE_ID": self.node_id,

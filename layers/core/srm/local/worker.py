@@ -26,7 +26,6 @@ from typing import Any
 
 from srm.app import App
 from srm.aws.nodes import MemberRecord, Nodes
-from srm.aws.state import StateError
 from srm.config.nodes import member_id
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
@@ -37,6 +36,7 @@ from srm.local.event_source import EmulatedMapping
 from srm.local.leadership import Leadership, leader_group, nodes_topic
 from srm.local.mappings import LocalEventSources
 from srm.local.threads import thread_dump
+from srm.state import StateError
 
 __all__ = ["FENCED_EXIT", "LocalEventSources", "Scheduled", "Stall", "Watchdog", "main", "run_worker"]
 
@@ -403,6 +403,7 @@ def _leadership(
             ensure_topic(admin, topic, 1, settings.checkpoints_topic_replication_factor, {"cleanup.policy": "compact"})
 
     def elected() -> None:
+        app.state.claim_leadership(source, target)  # an earlier leader's writes fail from now on
         for job in schedule:
             job.next_run = 0.0  # a new leader runs every function at once
 

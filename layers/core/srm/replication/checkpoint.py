@@ -17,7 +17,6 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
 from srm.core.checkpoints import (
     CachedRuns,
@@ -37,6 +36,7 @@ from srm.metrics.model.sketch import Sketch
 from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.formats import Checkpoint
 from srm.mm2.policy import ReplicationPolicy
+from srm.state import StateStore
 
 __all__ = [
     "EMITTER_HEADER",

@@ -12,7 +12,6 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from srm.aws.state import StateStore
 from srm.config.settings import FlowSettings
 from srm.core.dead_letters import DeadLetters
 from srm.errors import RetriableError
@@ -20,6 +19,7 @@ from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.dead_letters import MessageSizeLimits, NoDeadLetters
 from srm.replication.exactly_once import ExactlyOnce
+from srm.state import StateStore
 
 __all__ = [
     "BatchResult",

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from srm.aws.state import ResetRecord, StateStore
 from srm.core.continuity import Loss, Reset, known_topic_id, lost_range, reset_reason
 from srm.core.events import PartitionBatch
 from srm.metrics.model.schema import DataLoss, TopicReset
 from srm.metrics.sinks import Emitter
+from srm.state import ResetRecord, StateStore
 
 __all__ = ["Findings", "SourceLookups", "check_batches", "log_end_lookup", "topic_id_lookup"]
 

@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from srm.aws.state import EventSourceMappingRecord, StateStore
 from srm.config.settings import FlowSettings
 from srm.core.plans import MappingChange, MappingConfig, ObservedMapping, TopicPlan, decide_mappings
 from srm.errors import RetriableError
+from srm.state import EventSourceMappingRecord, StateStore
 
 __all__ = ["EventSourceMappingError", "EventSourceMappings", "MappingSyncResult", "sync_mappings"]
 

@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from srm.aws.state import StateError
 from srm.core.dead_letters import DeadLetter, DeadLetterError
 from srm.core.events import PartitionBatch
 from srm.core.loops import stamp_provenance
@@ -60,6 +59,7 @@ from srm.replication.delivery import (
     send_offset_syncs,
 )
 from srm.replication.heartbeat import latest_heartbeat
+from srm.state import StateError
 
 __all__ = ["log_start_lookup", "replicate_batch"]
 

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field, replace
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from srm.aws.state import StateStore, TopicMappingRecord
 from srm.config.settings import FlowSettings
 from srm.core.loops import came_from, keeps_name
 from srm.core.plans import TopicInfo, TopicPlan, plan_topics
@@ -47,6 +46,7 @@ from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.replication.mappings import EventSourceMappings, MappingSyncResult, sync_mappings
 from srm.replication.takeover import Takeover
+from srm.state import StateStore, TopicMappingRecord
 
 __all__ = ["TopicSyncContext", "TopicSyncError", "TopicSyncResult", "sync_topics"]
 

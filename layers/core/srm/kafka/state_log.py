@@ -1,0 +1,383 @@
+"""Key/value records in one partition of a compacted topic, read into memory: how Kafka Connect and MirrorMaker 2 keep
+their state (``KafkaBasedLog``), with each owner's writes fenced by the broker.
+
+Every process that uses the state reads the whole log, follows it, and hands each record to ``apply`` (a null value
+is a deletion). A write goes out in a Kafka transaction of its **owner** (a source partition, a flow's leadership):
+:meth:`StateLog.claim` starts that owner's transactional producer, whose ``init_transactions`` aborts whatever an
+earlier holder left open and fences it, so a stale holder's next write fails at the broker whatever it believes.
+Writes of no owner (facts with one writer each, an operator's edits) go through this process's idempotent producer.
+
+A write is applied here once the broker acknowledged it, so this process reads its own writes at once. Reading the
+log back, a process skips its own records (applied already) and others' records of a key it has written since (its
+own comes later in the log): every process ends with the log's order. :meth:`StateLog.sync` waits until everything
+committed before it was asked has been read (the last stable offset: Connect's ``readToEnd``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from srm.state.records import StateError, StateFencedError
+
+__all__ = ["Key", "StateLog", "decode_key", "encode_key"]
+
+log = logging.getLogger(__name__)
+
+Key = tuple[Any, ...]
+Record = tuple[Key, Any]  # a key and its value (None: deleted)
+
+_WRITER = "w"  # header: the writing process's id and the write's sequence number
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+def encode_key(key: Key) -> bytes:
+    return json.dumps(key, separators=(",", ":")).encode()
+
+
+def decode_key(raw: bytes) -> Key:
+    return tuple(json.loads(raw))
+
+
+class StateLog:
+    """The log of ``topic`` (its partition 0). ``consumer`` and ``producer`` are librdkafka settings for the cluster
+    holding it (security included); ``transactional_prefix`` + an owner is that owner's transactional id."""
+
+    def __init__(
+        self,
+        topic: str,
+        consumer: dict[str, Any],
+        producer: dict[str, Any],
+        *,
+        apply: Callable[[Key, Any], None],
+        transactional_prefix: str,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.topic = topic
+        self.writer = uuid.uuid4().hex[:16]
+        self._apply = apply
+        self._prefix = transactional_prefix
+        self._timeout_s = timeout_s
+        self._tp = TopicPartition(topic, 0)
+        self._consumer_conf = {
+            **consumer,
+            "group.id": f"srm-state-reader-{self.writer}",  # never joins nor commits: the partition is assigned
+            "enable.auto.commit": "false",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": "false",
+        }
+        for key in ("group.instance.id", "partition.assignment.strategy"):
+            self._consumer_conf.pop(key, None)
+        self._producer_conf = {
+            **producer,
+            "linger.ms": "0",
+            "enable.idempotence": "true",
+            "acks": "all",
+            "transaction.timeout.ms": "60000",
+        }
+        admin = {k: v for k, v in consumer.items() if not k.startswith(("group.", "enable.", "auto.", "isolation."))}
+        self._admin = AdminClient({**admin, "log_level": "0"})
+        self._lock = threading.Condition()  # applying, _position, _pending, _unapplied
+        self._position = 0  # the next offset of the log to read
+        self._pending: dict[bytes, int] = {}  # key → sequence of this process's last write of it, not read back yet
+        self._unapplied: set[int] = set()  # sequences of own writes that failed here but may have landed
+        self._seq = 0
+        self._owners: dict[str, Producer] = {}  # owner → its transactional producer, while claimed
+        self._fenced: set[str] = set()  # owners another process took over: no write until claimed again
+        self._owner_locks: dict[str, threading.Lock] = {}
+        self._owners_lock = threading.Lock()
+        self._plain: Producer | None = None
+        self._plain_lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._problem = ""
+        self._noted_at = -60.0
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+    def start(self, timeout: float | None = None) -> None:
+        """Read the log to its end (waiting up to ``timeout``, by default the log's), then follow it."""
+        self._reader = threading.Thread(target=self._read, name="state-reader", daemon=True)
+        self._reader.start()
+        if not self._ready.wait(self._timeout_s * 6 if timeout is None else timeout):
+            raise StateError(self._problem or f"the state's log {self.topic} could not be read")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._reader is not None:
+            self._reader.join(10)
+        with self._owners_lock:
+            producers = [*self._owners.values(), *([self._plain] if self._plain is not None else [])]
+            self._owners.clear()
+            self._plain = None
+        for producer in producers:
+            producer.flush(2)
+
+    # -- ownership -------------------------------------------------------------------------------------------------
+    def claim(self, owners: Sequence[str]) -> None:
+        """Become the writer of these owners' keys: each one's earlier holder is fenced (its open transaction
+        aborted), and what it committed is read before this returns."""
+        if not owners:
+            return
+        with ThreadPoolExecutor(min(8, len(owners)), thread_name_prefix="state-claim") as pool:
+            for owner, producer in zip(owners, pool.map(self._new_owner_producer, owners), strict=True):
+                with self._owners_lock:
+                    old = self._owners.get(owner)
+                    self._owners[owner] = producer
+                    self._fenced.discard(owner)
+                if old is not None:
+                    old.flush(0)
+        self.sync()
+
+    def ensure(self, owner: str) -> None:
+        """Before an owner's keys are read to be written: claimed, unless this process holds it already (or lost
+        it to another: StateFencedError)."""
+        with self._owners_lock:
+            if owner in self._owners:
+                return
+            if owner in self._fenced:
+                raise StateFencedError(f"the state of {owner} is written by another process now")
+        self.claim([owner])
+
+    @property
+    def lock(self) -> threading.Condition:
+        """Held while records are applied: whoever reads what ``apply`` builds takes it."""
+        return self._lock
+
+    def holds(self, owner: str) -> bool:
+        with self._owners_lock:
+            return owner in self._owners
+
+    def _new_owner_producer(self, owner: str) -> Producer:
+        producer = Producer({**self._producer_conf, "transactional.id": self._prefix + owner})
+        try:
+            producer.init_transactions(self._timeout_s)
+        except KafkaException as e:
+            raise StateError(f"cannot take over the state of {owner} in {self.topic}: {_message(e)}") from None
+        return producer
+
+    def _owner_lock(self, owner: str) -> threading.Lock:
+        with self._owners_lock:
+            return self._owner_locks.setdefault(owner, threading.Lock())
+
+    # -- writes ----------------------------------------------------------------------------------------------------
+    def write(self, records: Iterable[Record], owner: str | None = None) -> None:
+        """Write the records (in one transaction of ``owner``'s, or with this process's idempotent producer), and
+        apply them here once acknowledged. StateFencedError when another process holds ``owner`` now."""
+        encoded = [
+            (encode_key(k), None if v is None else json.dumps(v, separators=(",", ":")).encode(), k, v)
+            for k, v in records
+        ]
+        if not encoded:
+            return
+        if owner is None:
+            self._write_plain(encoded)
+            return
+        with self._owner_lock(owner):
+            with self._owners_lock:
+                producer = self._owners.get(owner)
+                fenced = owner in self._fenced
+            if producer is None:
+                if fenced:
+                    raise StateFencedError(f"the state of {owner} is written by another process now")
+                self.claim([owner])  # the first write of an owner never claimed here: take it over now
+                with self._owners_lock:
+                    producer = self._owners[owner]
+            self._write_transaction(owner, producer, encoded)
+
+    def _write_transaction(
+        self, owner: str, producer: Producer, encoded: list[tuple[bytes, bytes | None, Key, Any]]
+    ) -> None:
+        seq = self._note_pending(encoded)
+        try:
+            producer.begin_transaction()
+            for raw_key, raw_value, _, _ in encoded:
+                producer.produce(self.topic, raw_value, raw_key, partition=0, headers=[(_WRITER, self._header(seq))])
+            producer.commit_transaction(self._timeout_s)
+        except KafkaException as e:
+            self._failed(encoded, seq)
+            error = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if error is not None and (error.code() in _FENCED or error.fatal()):
+                with self._owners_lock:
+                    if self._owners.get(owner) is producer:
+                        del self._owners[owner]
+                        self._fenced.add(owner)
+                raise StateFencedError(f"the state of {owner} is written by another process now") from None
+            with contextlib.suppress(KafkaException):
+                producer.abort_transaction(self._timeout_s)
+            raise StateError(f"cannot write the state of {owner} to {self.topic}: {_message(e)}") from None
+        self._applied(encoded)
+
+    def _write_plain(self, encoded: list[tuple[bytes, bytes | None, Key, Any]]) -> None:
+        with self._plain_lock:
+            if self._plain is None:
+                conf = {k: v for k, v in self._producer_conf.items() if k != "transaction.timeout.ms"}
+                self._plain = Producer(conf)
+            producer = self._plain
+        seq = self._note_pending(encoded)
+        errors: list[str] = []
+        acked = [0]
+
+        def report(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                errors.append(err.str())
+            else:
+                acked[0] += 1
+
+        try:
+            for raw_key, raw_value, _, _ in encoded:
+                producer.produce(
+                    self.topic,
+                    raw_value,
+                    raw_key,
+                    partition=0,
+                    on_delivery=report,
+                    headers=[(_WRITER, self._header(seq))],
+                )
+            deadline = time.monotonic() + self._timeout_s
+            while not errors and acked[0] < len(encoded) and time.monotonic() < deadline:
+                producer.poll(0.002)
+        except (KafkaException, BufferError) as e:
+            errors.append(str(e))
+        if errors or acked[0] < len(encoded):
+            self._failed(encoded, seq)
+            why = errors[0] if errors else f"not acknowledged within {self._timeout_s:.0f}s"
+            raise StateError(f"cannot write the state to {self.topic}: {why}")
+        self._applied(encoded)
+
+    def _header(self, seq: int) -> bytes:
+        return f"{self.writer}:{seq}".encode()
+
+    def _note_pending(self, encoded: list[tuple[bytes, bytes | None, Key, Any]]) -> int:
+        with self._lock:
+            self._seq += 1
+            for raw_key, *_ in encoded:
+                self._pending[raw_key] = self._seq
+            return self._seq
+
+    def _applied(self, encoded: list[tuple[bytes, bytes | None, Key, Any]]) -> None:
+        with self._lock:
+            for _, _, key, value in encoded:
+                self._apply(key, value)
+
+    def _failed(self, encoded: list[tuple[bytes, bytes | None, Key, Any]], seq: int) -> None:
+        """A write that failed here may still have landed (an acknowledgement lost): read back, it is applied."""
+        with self._lock:
+            self._unapplied.add(seq)
+            for raw_key, *_ in encoded:
+                if self._pending.get(raw_key) == seq:
+                    del self._pending[raw_key]
+
+    # -- catching up ---------------------------------------------------------------------------------------------
+    def sync(self, timeout: float | None = None) -> None:
+        """Return once everything committed to the log before now has been read."""
+        timeout = self._timeout_s if timeout is None else timeout
+        end = self._stable_end(timeout)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._position < end:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StateError(f"the state's log {self.topic} was not read up to offset {end} in {timeout:.0f}s")
+                self._lock.wait(remaining)
+
+    def _stable_end(self, timeout: float) -> int:
+        """The log's last stable offset: below it every transaction is decided."""
+        try:
+            futures = self._admin.list_offsets(
+                {self._tp: OffsetSpec.latest()},
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=timeout,
+            )
+            return int(futures[self._tp].result(timeout).offset)
+        except Exception as e:  # KafkaException, a timeout
+            raise StateError(f"cannot reach the state's log {self.topic}: {_message(e)}") from None
+
+    # -- the reader ------------------------------------------------------------------------------------------------
+    def _read(self) -> None:
+        position = OFFSET_BEGINNING
+        while not self._stop.is_set():
+            consumer = Consumer(self._consumer_conf)
+            try:
+                consumer.assign([TopicPartition(self.topic, 0, position)])
+                self._follow(consumer)
+            except Exception as e:  # a broken reader goes on from where it was, with a new client
+                self._note(f"reading the state's log {self.topic}: {_message(e)}")
+                self._stop.wait(1.0)
+            finally:
+                with self._lock:
+                    position = self._position
+                consumer.close()
+
+    def _follow(self, consumer: Consumer) -> None:
+        while not self._stop.is_set():
+            messages = consumer.consume(5000, 0.2)
+            with self._lock:
+                for msg in messages:
+                    err = msg.error()
+                    if err is None:
+                        self._read_record(msg)
+                    elif err.fatal():
+                        raise KafkaException(err)
+                    else:
+                        self._note(f"reading the state's log {self.topic}: {err.str()}")
+                position = consumer.position([self._tp])[0].offset
+                if position >= 0:
+                    self._position = max(self._position, position)
+                self._lock.notify_all()
+            if not self._ready.is_set() and len(messages) < 5000:
+                with contextlib.suppress(StateError):
+                    if self._position >= self._stable_end(self._timeout_s):
+                        self._ready.set()
+
+    def _read_record(self, msg: Message) -> None:
+        raw_key = msg.key() or b""
+        header = dict(msg.headers() or []).get(_WRITER) or b""
+        writer, _, seq_text = (header.decode() if isinstance(header, bytes) else str(header)).partition(":")
+        if writer == self.writer:
+            seq = int(seq_text)
+            if self._pending.get(raw_key) == seq:
+                del self._pending[raw_key]
+            if seq not in self._unapplied:
+                return  # applied when it was written
+        elif raw_key in self._pending:
+            return  # this process wrote the key since: its own value comes later in the log
+        try:
+            key = decode_key(raw_key)
+            value = msg.value()
+            self._apply(key, None if value is None else json.loads(value))
+        except ValueError:
+            log.warning("the state's log %s holds a record it cannot read (key %r): ignored", self.topic, raw_key[:60])
+
+    def _note(self, message: str) -> None:
+        """A problem reading the log, logged once a minute at most (a cluster that is down says so every poll)."""
+        self._problem = message
+        now = time.monotonic()
+        if now - self._noted_at >= 60.0:
+            self._noted_at = now
+            log.warning(message)
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+        return str(e.args[0].str())
+    return str(e) or type(e).__name__
