@@ -26,6 +26,7 @@ from bench.limit import run_limit
 from bench.measure import PathResult
 from bench.mm2 import MM2_EXACTLY_ONCE, MM2_TUNING
 from bench.report import compare, write_json
+from bench.store import measure as measure_state
 from bench.summary import summary
 from bench.workload import Workload, create_topics, end_offsets, produce_backlog, wait_for_offsets
 from srm.local.kafka import kafka_version
@@ -54,7 +55,9 @@ def _args() -> argparse.Namespace:
         default=None,
         help="event.source.batch.size of the end-to-end srm runs (default: not set, srm's default)",
     )
-    parser.add_argument("--only", choices=["limit", "handler", "e2e"], action="append", help="run only these paths")
+    parser.add_argument(
+        "--only", choices=["limit", "handler", "state", "e2e"], action="append", help="run only these paths"
+    )
     parser.add_argument(
         "--delivery",
         choices=["at-least-once", "exactly-once"],
@@ -170,7 +173,7 @@ def _check_replicated(bootstraps: tuple[str, str], workload: Workload, remote: s
 def main() -> int:
     args = _args()
     signal.signal(signal.SIGTERM, _terminate)
-    only = set(args.only or ["limit", "handler", "e2e"])
+    only = set(args.only or ["limit", "handler", "state", "e2e"])
     from srm.local.clusters import LocalCluster
 
     workloads = {
@@ -285,6 +288,15 @@ def main() -> int:
                 )
             del batches
             facts["handler_state"] = "moto in-process (mock_aws): one state write per batch per partition"
+
+        if "state" in only:
+            # a batch's state writes: the state port's Kafka adapter in the process (srm run's), against the
+            # DynamoDB emulation over HTTP that srm run kept its state in before
+            facts["state_writes"] = {}
+            for kind, label in (("topic", "state topic, in-process"), ("kafka", "DynamoDB emulation over HTTP")):
+                measured = measure_state(kind, workdir / "state", bootstraps[1], 300)
+                facts["state_writes"][kind] = {"label": label, **{k: round(v, 2) for k, v in measured.items()}}
+                print(f"state writes ({label}): {measured}", flush=True)
 
         if "e2e" in only:
             scenarios = []

@@ -268,6 +268,7 @@ def run_scenario(
             brokers_before.update({pid: process_cpu_seconds(pid) for pid in brokers})
 
         first, at_first, last, at_last, complete = progress.run(900, scenario.time_box_s, sample_cpu)
+        facts["first_record_s"] = round(first - started, 2)  # start-up: the process started → a record replicated
         cpu_after = {pid: process_cpu_seconds(pid) for pid in run.pids()}
         brokers_cpu = sum(process_cpu_seconds(pid) - brokers_before.get(pid, 0.0) for pid in brokers)
         # where the CPU went while the backlog was replicated (srm run: the worker, the metrics aggregation, …)

@@ -1,7 +1,10 @@
-"""``python -m bench.store``: the local runtime's state stores side by side — the state in a Kafka topic (the
-default), DynamoDB Local, moto — on what the mirror asks of them: the time until a new store answers, a batch's
-state write (one conditional write of a partition's offset runs, ``StateStore.record_runs``) one at a time, and six
-at once (a batch of six partitions), with the CPU the store's process took."""
+"""``python -m bench.store``: the local runtime's ways of keeping state side by side, on what the mirror asks of them:
+the time until the state answers, a batch's state write (a partition's offset runs, ``StateStore.record_runs``) one
+at a time, and six at once (a batch of six partitions), with the CPU taken (this process's and the store's).
+
+``topic`` is the state port's Kafka adapter in this process (what ``srm run`` uses: each partition's writes in its own
+fenced transactions); the others go through the DynamoDB adapter over HTTP to a store process: ``kafka`` (the
+DynamoDB emulation over a compacted topic that ``srm run`` used before), DynamoDB Local, moto."""
 
 from __future__ import annotations
 
@@ -17,8 +20,10 @@ import boto3
 
 from srm.aws.state import DynamoDBState, create_state_table
 from srm.core.offsets import Run
+from srm.kafka.state import KafkaState
 from srm.local.clusters import LocalCluster
 from srm.local.store import KafkaStoreSpec, LocalStore
+from srm.state import StateStore
 
 
 def _client(url: str) -> Any:
@@ -32,14 +37,44 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _topic(bootstrap: str, prefix: str) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"{prefix}.bench-{time.time_ns()}.internal"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(30)
+    return topic
+
+
+def _timed(state: StateStore, writes: int) -> tuple[float, float]:
+    """A partition's state write one at a time, and six partitions' at once (ms each)."""
+    state.record_runs("a", "b", "t", 0, [Run(0, 0, 100)])
+    begin = time.monotonic()
+    for i in range(1, writes + 1):
+        state.record_runs("a", "b", "t", 0, [Run(i * 100, i * 100, 100)])
+    one_ms = (time.monotonic() - begin) / writes * 1000
+    begin = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        for i in range(1, writes // 6 + 1):
+            run = [Run(i * 100, i * 100, 100)]
+            list(pool.map(lambda p, run=run: state.record_runs("a", "b", "t", p + 1, run), range(6)))
+    six_ms = (time.monotonic() - begin) / (writes // 6) * 1000
+    return one_ms, six_ms
+
+
 def measure(kind: str, workdir: Path, bootstrap: str, writes: int) -> dict[str, float]:
+    if kind == "topic":
+        cpu, started = _cpu_s(), time.monotonic()
+        conf = {"bootstrap.servers": bootstrap}
+        topic_state = KafkaState(_topic(bootstrap, "srm-state"), conf, dict(conf)).start()
+        topic_state.claim_partitions("a", "b", "t", range(7))  # as a worker does when the partitions are assigned
+        ready_s = time.monotonic() - started
+        one_ms, six_ms = _timed(topic_state, writes)
+        topic_state.stop()
+        return {"ready_s": ready_s, "write_ms": one_ms, "six_writes_ms": six_ms, "cpu_s": _cpu_s() - cpu}
     kafka = None
     if kind == "kafka":
-        topic = f"srm-store.bench-{time.time_ns()}.internal"
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(30)
+        topic = _topic(bootstrap, "srm-store")
         kafka = KafkaStoreSpec("b", topic, {"bootstrap.servers": bootstrap}, {"bootstrap.servers": bootstrap})
     store = LocalStore(0, workdir / kind, kind, kafka)  # type: ignore[arg-type]
     cpu, started = _cpu_s(), time.monotonic()
@@ -48,19 +83,7 @@ def measure(kind: str, workdir: Path, bootstrap: str, writes: int) -> dict[str, 
     db = _client(url)
     create_state_table(db, "state")
     ready_s = time.monotonic() - started
-    state = DynamoDBState(db, "state")
-    state.record_runs("a", "b", "t", 0, [Run(0, 0, 100)])
-    begin = time.monotonic()
-    for i in range(1, writes + 1):
-        state.record_runs("a", "b", "t", 0, [Run(i * 100, i * 100, 100)])
-    one_ms = (time.monotonic() - begin) / writes * 1000
-    writers = [DynamoDBState(db, "state") for _ in range(6)]
-    begin = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(6) as pool:
-        for i in range(1, writes // 6 + 1):
-            run = [Run(i * 100, i * 100, 100)]
-            list(pool.map(lambda p, run=run: writers[p].record_runs("a", "b", "t", p + 1, run), range(6)))
-    six_ms = (time.monotonic() - begin) / (writes // 6) * 1000
+    one_ms, six_ms = _timed(DynamoDBState(db, "state"), writes)
     store.stop()
     return {"ready_s": ready_s, "write_ms": one_ms, "six_writes_ms": six_ms, "cpu_s": _cpu_s() - cpu}
 
@@ -68,7 +91,7 @@ def measure(kind: str, workdir: Path, bootstrap: str, writes: int) -> dict[str, 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__)
     parser.add_argument("--writes", type=int, default=600)
-    parser.add_argument("--kinds", default="kafka,durable,memory")
+    parser.add_argument("--kinds", default="topic,kafka,durable,memory")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="srm-bench-store-"))
     cluster = LocalCluster("b", workdir / "kafka" / "data")

@@ -27,6 +27,11 @@ def summary(results: dict[str, Any], partitions: int) -> str:
     lines += _race(results)
     if "handler" in results["paths"]:
         lines.append(f"handler state writes: {results['facts'].get('handler_state')} — real DynamoDB latency differs.")
+    for kind, m in results["facts"].get("state_writes", {}).items():
+        lines.append(
+            f"state writes, {m['label']} ({kind}): one partition's {m['write_ms']:.1f} ms, a batch of six partitions' "
+            f"{m['six_writes_ms']:.1f} ms; answers after {m['ready_s']:.1f} s; CPU {m['cpu_s']:.1f} s"
+        )
     for key, live in results["live"].items():
         lines.append(
             f"live stream ({results['labels'][key]}): {live['rate']:,} records/s for {live['seconds']:.0f}s: "
@@ -37,7 +42,8 @@ def summary(results: dict[str, Any], partitions: int) -> str:
         if isinstance(facts, dict) and "peak_rss_mb" in facts:
             lines.append(
                 f"{name}: peak RSS {facts['peak_rss_mb']} MB; batches retried {facts['retried_batches']}, "
-                f"tracebacks {facts['tracebacks']}"
+                f"tracebacks {facts['tracebacks']}; first record replicated {facts.get('first_record_s', '?')} s "
+                "after the start"
             )
             if facts.get("cpu_s"):
                 total = sum(facts["cpu_s"].values()) or 1.0

@@ -7,15 +7,18 @@ the same config splits the work; one given a running node's id refuses to start.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 
 from srm.aws.nodes import Nodes
 from srm.cli.tables import flow_nodes
@@ -23,6 +26,7 @@ from srm.control.nodes import nodes_status
 from srm.flow import Flow
 from srm.replication.checkpoint import EMITTER_HEADER
 from tests.support.kafka import (
+    admin,
     assert_no_loss,
     create_topic,
     read_partition,
@@ -265,3 +269,121 @@ def test_a_node_given_a_running_nodes_id_refuses_to_start(clusters, tmp_path):
     lines = [line for line in second.stderr.splitlines() if line.startswith("srm:")]
     assert len(lines) == 1 and "node id twin is in use by a running node" in lines[0], second.stderr
     assert str(tmp_path / "one") in lines[0]
+
+
+def _group_members(bootstrap: str, group: str) -> dict[str, set[int]] | None:
+    """A stable group's members (static id, else member id) and the partitions each holds."""
+    described = admin(bootstrap).describe_consumer_groups([group])[group].result(timeout=10)
+    if described.state != ConsumerGroupState.STABLE:
+        return None
+    return {
+        m.group_instance_id or m.member_id: {tp.partition for tp in m.assignment.topic_partitions}
+        for m in described.members
+    }
+
+
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_a_frozen_node_woken_mid_stream_writes_nothing_stale(clusters, tmp_path, delivery):
+    """A zombie: the leading node is frozen (SIGSTOP, every process of it) past its session timeout, its partitions
+    and its leadership move to the other node, and it is woken (SIGCONT) while records keep arriving. Its writes of
+    the state it no longer owns fail at the broker: nothing is lost or reordered, a group committed on the source
+    translates exactly, and exactly-once has no duplicate."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic, group = unique("zombie"), unique("zombie-group")
+    remote, mirror_group = f"a.{topic}", f"srm-mirror.a-b.{topic}"
+    create_topic(a, topic, PARTITIONS)
+    config = write_config(
+        tmp_path / "srm.yaml",
+        {"a": a, "b": b},
+        {
+            "a->b": {
+                "topics": topic,
+                "groups": group,
+                "exactly.once.source.support": "enabled" if delivery == "exactly-once" else "disabled",
+            }
+        },
+        **{
+            "nodes.session.timeout.ms": 6000,
+            "event.source.batch.size": BATCH,
+            "emit.checkpoints.interval.seconds": 1,
+            "sync.group.offsets.interval.seconds": 1,
+            "heartbeats.replication.enabled": "false",
+        },
+    )
+    dirs = [tmp_path / f"node{i}" for i in (1, 2)]
+    for d in dirs:
+        d.mkdir()
+    runs: list[SrmRun] = []
+    traffic = arrivals = None
+    consumers = Group(a, topic, group)
+    try:
+        # GIVEN two nodes replicating a six-partition topic, the first one leading, records arriving
+        runs.append(SrmRun(config, dirs[0], own_group=True))
+        wait_for(lambda: leader(dirs[0]), 60, message="node 1 leading")
+        zombie = leader(dirs[0])
+        runs.append(SrmRun(config, dirs[1], own_group=True))
+        wait_for(
+            lambda: (m := _group_members(a, mirror_group)) and len(m) == 2 and all(m.values()),
+            90,
+            message="both nodes holding partitions",
+        )
+        traffic = Traffic(a, topic, PARTITIONS, rate=600)
+        arrivals = Arrivals(b, remote, PARTITIONS)
+        consumers.read_and_commit(3)
+        frozen_held = holding(dirs[1], topic).get(zombie, set())
+
+        # WHEN the leader is frozen past its session timeout: its partitions and the leadership move
+        os.killpg(runs[0].process.pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        wait_for(
+            lambda: (m := _group_members(a, mirror_group)) and len(m) == 1 and set(range(PARTITIONS)) in m.values(),
+            90,
+            message="the other node holding every partition",
+        )
+        wait_for(lambda: (n := leader(dirs[1])) and n != zombie, 60, message="the other node leading")
+        moved = recovery(traffic, arrivals, frozen_at, frozen_held or None)
+        consumers.read_and_commit(3)
+        # … and it is woken mid-stream: it goes on with what it was doing, then rejoins
+        os.killpg(runs[0].process.pid, signal.SIGCONT)
+        wait_for(
+            lambda: (m := _group_members(a, mirror_group)) and len(m) == 2 and all(m.values()),
+            90,
+            message="the woken node holding partitions again",
+        )
+        consumers.read_and_commit(3)
+        traffic.stop()
+        committed = consumers.close()
+        wait_for(
+            lambda: all(
+                len(read_partition(b, remote, p)) >= len(read_partition(a, topic, p)) for p in range(PARTITIONS)
+            ),
+            120,
+            message="every record replicated",
+        )
+        # THEN the group failed over to the target resumes exactly after what it consumed on the source
+        src = read_topic(a, topic)
+        wait_for(
+            lambda: failed_over_exactly(b, remote, group, src, committed, delivery),
+            60,
+            message="the group's offsets on the target translated exactly",
+        )
+        zombie_output = runs[0].output()
+    finally:
+        for stopper in (traffic, arrivals):
+            if stopper is not None:
+                stopper.stop()
+        for run in runs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.process.pid, signal.SIGCONT)
+            run.stop()
+
+    # THEN nothing is lost and order is kept; exactly-once: no duplicate at all
+    dst = read_topic(b, remote)
+    duplicates = {p: assert_no_loss(src[p], dst[p]) for p in range(PARTITIONS)}
+    print(
+        f"\n[{delivery}] frozen node's partitions {sorted(frozen_held)} replicated again {moved:.1f}s after the "
+        f"freeze; {sum(len(r) for r in src.values())} records, duplicates per partition: {duplicates}"
+    )
+    if delivery == "exactly-once":
+        assert sum(duplicates.values()) == 0, duplicates
+    assert "Traceback" not in zombie_output, zombie_output[-3000:]

@@ -273,3 +273,27 @@ def test_an_item_the_upgrade_cannot_read_stops_it(clusters: dict[str, Cluster]) 
         db.put_item(TableName="state", Item={"pk": {"S": "future#x"}, "sk": {"S": "1"}})
         with pytest.raises(UpgradeError, match=r"cannot carry over.*future#x"):
             upgrade_state(db, "state", lambda: pytest.fail("nothing is written"))
+
+
+def test_kafka_a_released_partition_is_taken_over_without_fencing_its_holder(clusters: dict[str, Cluster]) -> None:
+    """A clean hand-over (the group revoked the partition first): the process that gave one partition up keeps
+    writing the others it holds."""
+    bootstrap = clusters["a"].bootstrap
+    topic = unique("srm-state")
+    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    with contextlib.ExitStack() as stack:
+        first = kafka_state(bootstrap, topic)
+        stack.callback(first.stop)
+        first.claim_partitions("a", "b", "t", [0, 1])
+        first.record_runs("a", "b", "t", 0, [Run(0, 0, 5)])
+        first.release_partitions("a", "b", "t", [0])
+        second = kafka_state(bootstrap, topic)
+        stack.callback(second.stop)
+        second.claim_partitions("a", "b", "t", [0])
+        second.record_runs("a", "b", "t", 0, [Run(5, 5, 5)])
+        first.record_runs("a", "b", "t", 1, [Run(0, 0, 3)])  # not fenced
+        with pytest.raises(StateFencedError):  # but what it released is no longer its own
+            first.record_runs("a", "b", "t", 0, [Run(5, 50, 5)])
+        reader = kafka_state(bootstrap, topic)
+        stack.callback(reader.stop)
+        assert reader.runs("a", "b", "t", 0) == [Run(0, 0, 10)]

@@ -102,7 +102,11 @@ class AppBase:
             if self._state is None:
                 assert self.env.state_topic and self.env.store_cluster
                 self._state = KafkaState.on_cluster(
-                    self.config(), self.env.store_cluster, self.env.state_topic, self.kafka.resolver
+                    self.config(),
+                    self.env.store_cluster,
+                    self.env.state_topic,
+                    self.kafka.resolver,
+                    member=self.env.state_member,
                 ).start()
             return self._state
 

@@ -105,6 +105,11 @@ class MirrorWiring(AppBase):
             remote = policy.format_remote_topic(flow.source, topic)
             self._exactly_once(config, flow, settings).warm(topic, remote, partitions)
 
+    def partitions_revoked(self, topic: str, partitions: list[int]) -> None:
+        """A local event source gave these partitions of ``topic`` up cleanly: their state is released."""
+        source, target = self.env.flow()
+        self.state.release_partitions(source, target, topic, partitions)
+
     def _exactly_once(self, config: SrmConfig, flow: Flow, settings: FlowSettings) -> ExactlyOnce:
         """The flow's transactions, kept for the container's life (its producers and the offsets they committed),
         set to the current configuration: a changed one re-initializes each producer on its next use."""

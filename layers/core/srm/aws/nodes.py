@@ -57,6 +57,7 @@ class MemberRecord:
     last_rebalance_ms: int = 0
     seen_ms: int = 0
     fenced_by: str = ""
+    stalled: str = ""  # what the node's watchdog finds stuck (the flow status's ``stalled`` fact), kept beside it
 
 
 class Nodes:
@@ -109,6 +110,7 @@ class Nodes:
                 "reb": {"N": str(member.last_rebalance_ms)},
                 "seen": {"N": str(member.seen_ms)},
                 **({"fenced": {"S": member.fenced_by}} if member.fenced_by else {}),
+                **({"stl": {"S": member.stalled}} if member.stalled else {}),
             }
         )
 
@@ -123,6 +125,7 @@ class Nodes:
                 last_rebalance_ms=int(i["reb"]["N"]),
                 seen_ms=int(i["seen"]["N"]),
                 fenced_by=i.get("fenced", {}).get("S", ""),
+                stalled=i.get("stl", {}).get("S", ""),
             )
             for i in self._items(f"members#{self.group}#{source}#{target}", False)
         }

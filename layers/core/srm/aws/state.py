@@ -67,7 +67,13 @@ class DynamoDBState(OffsetRunState):
     def claim_partitions(self, source: str, target: str, topic: str, partitions: Sequence[int]) -> None:
         pass
 
+    def release_partitions(self, source: str, target: str, topic: str, partitions: Sequence[int]) -> None:
+        pass
+
     def claim_leadership(self, source: str, target: str) -> None:
+        pass
+
+    def release_leadership(self, source: str, target: str) -> None:
         pass
 
     # -- checkpoints ---------------------------------------------------------------------------------------------

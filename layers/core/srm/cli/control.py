@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 from srm.aws.config_table import ConfigConflictError, ConfigStoreError
@@ -33,10 +34,11 @@ from srm.cli.options import add_command, add_json, add_timeout
 from srm.cli.tables import age, flow_nodes, node_lines, table
 from srm.control.edits import ControlError
 from srm.control.nodes import nodes_status
-from srm.control.status import FlowStatus
+from srm.control.status import FlowStatus, member_stalls
 from srm.errors import ConfigError, PermanentError, SrmError
 from srm.flow import Flow
 from srm.kafka.readers import KafkaStatusProbe
+from srm.state import StateError, StateStore
 
 __all__ = ["COMMANDS", "Session", "UsageError", "build_parser", "main"]
 
@@ -61,11 +63,16 @@ def _status(session: Session, args: argparse.Namespace) -> int:
     flows = [Flow(args.source, args.target)] if args.source else None
     probe = KafkaStatusProbe(secrets_manager_resolver(session.region), timeout=args.timeout)
     control = session.control()
-    statuses = control.status(probe, session.state(), flows)
-    nodes = nodes_status(
-        Nodes(session.dynamodb(), args.state_table, control.config().nodes().group_id),
-        [Flow(s.source, s.target) for s in statuses],
-    )
+    try:
+        state: StateStore | None = session.state()
+    except StateError as e:  # the flows' status is shown without what only the state knows
+        session.warn(f"the state cannot be read: {e}")
+        state = None
+    statuses = control.status(probe, state, flows)
+    members = Nodes(session.dynamodb(), args.state_table, control.config().nodes().group_id)
+    nodes = nodes_status(members, [Flow(s.source, s.target) for s in statuses])
+    if state is None:  # what the nodes' watchdogs find stuck, as their member items hold it
+        statuses = [replace(s, stalled=member_stalls(members, s.source, s.target)) for s in statuses]
     if args.json:
         session.print_json([{**s.to_dict(), **flow_nodes(nodes, s.name)} for s in statuses])
         return 0

@@ -4,6 +4,7 @@ use) and the one-line usage errors."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import os
@@ -19,7 +20,9 @@ from botocore.config import Config
 from srm.aws.config_table import ConfigStore, ConfigStoreError
 from srm.aws.secrets import secrets_manager_resolver
 from srm.aws.state import DynamoDBState
+from srm.config.settings import load_file
 from srm.control.edits import Control
+from srm.errors import ConfigError
 from srm.kafka.state import KafkaState, state_topic
 from srm.local.store import STATE_DIR, known_store_cluster, local_store_url
 from srm.state import StateStore
@@ -115,17 +118,23 @@ class Session:
         return DynamoDBState(self.dynamodb(), self.args.state_table)
 
     def _local_state(self) -> StateStore:
-        """The state of the ``srm run`` in this directory: its state topic, on the cluster its node found it on."""
+        """The state of the ``srm run`` in this directory: its state topic, on the cluster its node found it on,
+        reached with the settings of the config file that ``srm run`` was given (the config table holds its literal
+        secrets as references to the workers' environment), within the command's ``--timeout`` if it has one."""
         config = self.store().load()
-        group_id = config.nodes().group_id
-        alias = known_store_cluster(config.nodes().topic, Path.cwd() / STATE_DIR)
-        if alias is None:
-            raise ConfigStoreError(
-                f"the srm run in {Path.cwd()} keeps no state in Kafka ({STATE_DIR}/store.cluster not found)"
-            )
-        return KafkaState.on_cluster(
-            config, alias, state_topic(group_id), secrets_manager_resolver(self.region)
-        ).start()
+        state_dir = Path.cwd() / STATE_DIR
+        alias = known_store_cluster(config.nodes().topic, state_dir)
+        if alias is None:  # its store is a DynamoDB (--store memory or durable): the state table is there
+            return DynamoDBState(self.dynamodb(), self.args.state_table)
+        clients = config
+        with contextlib.suppress(OSError, ConfigError):
+            given = load_file((state_dir / "config.path").read_text().strip())
+            if given.nodes().group_id == config.nodes().group_id:
+                clients = given
+        resolver = secrets_manager_resolver(self.region)
+        topic = state_topic(config.nodes().group_id)
+        timeout = getattr(self.args, "timeout", None)
+        return KafkaState.on_cluster(clients, alias, topic, resolver).start(timeout)
 
     def print(self, *lines: str) -> None:
         for line in lines:

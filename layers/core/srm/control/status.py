@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
+from srm.aws.nodes import Nodes
 from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, plan_topics
 from srm.errors import ConfigError
@@ -201,6 +202,16 @@ def flow_status(
         resets=resets,
         mapping_problems=problems,
     )
+
+
+def member_stalls(nodes: Nodes, source: str, target: str) -> tuple[Stall, ...]:
+    """The stalls the flow's live members hold in their items: what the state's ``stalled`` facts say, when the
+    state's cluster cannot be reached."""
+    try:
+        members = nodes.members(source, target)
+    except StateError:
+        return ()
+    return _stalls({f"stalled@{m.node_id}": m.stalled for m in members.values() if m.stalled})
 
 
 def _stalls(facts: Mapping[str, int | str]) -> tuple[Stall, ...]:

@@ -97,23 +97,41 @@ class KafkaState:
     """The state of every flow of an ``srm run`` cluster, in ``topic`` (see the module docstring)."""
 
     def __init__(
-        self, topic: str, consumer: dict[str, Any], producer: dict[str, Any], *, timeout_s: float = 10.0
+        self,
+        topic: str,
+        consumer: dict[str, Any],
+        producer: dict[str, Any],
+        *,
+        member: str | None = None,
+        timeout_s: float = 10.0,
     ) -> None:
         self._tables: dict[Key, _Table] = {}
         self.log = StateLog(
-            topic, consumer, producer, apply=self._apply, transactional_prefix=f"{topic}.", timeout_s=timeout_s
+            topic,
+            consumer,
+            producer,
+            apply=self._apply,
+            transactional_prefix=f"{topic}.",
+            member=member,
+            timeout_s=timeout_s,
         )
         self._leaders: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     @classmethod
     def on_cluster(
-        cls, config: SrmConfig, alias: str, topic: str, resolver: SecretResolver = default_secret_resolver
+        cls,
+        config: SrmConfig,
+        alias: str,
+        topic: str,
+        resolver: SecretResolver = default_secret_resolver,
+        *,
+        member: str | None = None,
     ) -> KafkaState:
         """The state in ``topic`` of the configuration's cluster ``alias`` (its clients' settings and security)."""
         consumer = consumer_config(config, alias, None, group_id="srm-state", resolver=resolver)
         producer = producer_config(config, alias, None, delivery_timeout_ms=30_000, resolver=resolver)
-        return cls(topic, consumer, producer)
+        return cls(topic, consumer, producer, member=member)
 
     def start(self, timeout: float | None = None) -> KafkaState:
         self.log.start(timeout)
@@ -163,14 +181,22 @@ class KafkaState:
     def claim_partitions(self, source: str, target: str, topic: str, partitions: Sequence[int]) -> None:
         self.log.claim([self._partition_owner(source, target, topic, p) for p in partitions])
 
+    def release_partitions(self, source: str, target: str, topic: str, partitions: Sequence[int]) -> None:
+        self.log.release([self._partition_owner(source, target, topic, p) for p in partitions])
+
     def claim_leadership(self, source: str, target: str) -> None:
         self.log.claim([self._leader_owner(source, target)])
         with self._lock:
             self._leaders.add((source, target))
 
+    def release_leadership(self, source: str, target: str) -> None:
+        with self._lock:
+            self._leaders.discard((source, target))
+        self.log.release([self._leader_owner(source, target)])
+
     def _leader(self, source: str, target: str) -> str | None:
-        """The leadership's owner when this process claimed it (its writes are fenced), else None: an operator's
-        or a test's edit goes through the plain producer."""
+        """The leadership's owner when this process leads the flow (its writes are fenced), else None: an
+        operator's or a test's edit goes through the plain producer."""
         with self._lock:
             return self._leader_owner(source, target) if (source, target) in self._leaders else None
 
@@ -317,7 +343,7 @@ class KafkaState:
 
     # -- checkpoints -------------------------------------------------------------------------------------------------
     def checkpoints(self, source: str, target: str, group: str) -> GroupCheckpoints:
-        self._fresh(self._leader(source, target))
+        self._fresh(self._leader_owner(source, target))
         result = GroupCheckpoints({}, {})
         for (topic, partition), v in self._items("ckpt", source, target, group):
             if "u" in v:
@@ -374,7 +400,7 @@ class KafkaState:
 
     # -- topic mappings and event source mappings --------------------------------------------------------------------
     def topic_mappings(self, source: str, target: str) -> dict[str, TopicMappingRecord]:
-        self._fresh(self._leader(source, target))
+        self._fresh(self._leader_owner(source, target))
         return {
             topic: TopicMappingRecord(
                 topic,
@@ -403,7 +429,7 @@ class KafkaState:
         self.log.write([(("topics", source, target, topic), None)], self._leader(source, target))
 
     def event_source_mappings(self, source: str, target: str) -> dict[str, EventSourceMappingRecord]:
-        self._fresh(self._leader(source, target))
+        self._fresh(self._leader_owner(source, target))
         return {
             topic: EventSourceMappingRecord(
                 topic,

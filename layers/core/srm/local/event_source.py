@@ -39,6 +39,7 @@ from srm.core.events import DecodedEventBuilder, EventBuilder
 from srm.local.context import LocalContext
 from srm.local.positions import WATERMARK_TIMEOUT_S, caught_up
 from srm.local.threads import waiting_in
+from srm.state import StateFencedError
 
 __all__ = ["EmulatedMapping", "GroupMember", "MappingSettings", "MappingStats"]
 
@@ -111,10 +112,12 @@ class EmulatedMapping:
         settings: MappingSettings,
         group_members: GroupMembers | None = None,
         on_assigned: Callable[[list[int]], None] | None = None,
+        on_revoked: Callable[[list[int]], None] | None = None,
     ) -> None:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._group_members = group_members
         self._on_assigned = on_assigned  # told the partitions newly assigned, before their first batch
+        self._on_revoked = on_revoked  # told the partitions given up cleanly, once what they replicated is committed
         self.fenced: str | None = None  # who took this member's place, once fenced
         self.last_rebalance_ms = 0  # when its assignment last changed (wall clock)
         self.topic = topic
@@ -275,6 +278,11 @@ class EmulatedMapping:
             if revoked:
                 with contextlib.suppress(KafkaException):
                     consumer.commit(offsets=revoked, asynchronous=False)
+            if partitions and self._on_revoked is not None:
+                try:
+                    self._on_revoked(sorted(tp.partition for tp in partitions))
+                except Exception as e:  # their next holder takes them over all the same
+                    log.warning("event source for %s: releasing revoked partitions failed: %s", self.topic, e)
             on_lost(consumer, partitions)
 
         def on_lost(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -522,6 +530,14 @@ class EmulatedMapping:
                 event = json.loads(payload) if isinstance(payload, bytes) else payload
                 try:
                     self._handler(event, LocalContext(self._function_name))
+                except StateFencedError as e:
+                    # This member no longer owns a partition of the batch (it was frozen past its session, say):
+                    # the batch is dropped, and a new consumer rejoins the group, reading what it is given from the
+                    # committed offsets. The partition's new holder replicates the batch's records.
+                    self.stats.failures += 1
+                    self.stats.last_error = f"{type(e).__name__}: {e}"
+                    log.warning("%s batch dropped: %s; the event source rejoins its group", self.topic, e)
+                    raise _RebuildRequested() from None
                 except Exception as e:
                     self.stats.failures += 1
                     self.stats.last_error = f"{type(e).__name__}: {e}"

@@ -159,6 +159,7 @@ class LocalEventSources:
             settings=MappingSettings(config.batch_size, config.batching_window_ms, config.max_payload_bytes),
             group_members=self._group_assignment,
             on_assigned=lambda partitions: self._app.partitions_assigned(topic, partitions),
+            on_revoked=lambda partitions: self._app.partitions_revoked(topic, partitions),
         )
         mapping.start()
         log.info("replicating %s (%s->%s)", topic, source, target)

@@ -30,6 +30,7 @@ from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.metrics_table import create_metrics_table
 from srm.aws.nodes import Nodes
 from srm.aws.state import create_state_table
+from srm.config.nodes import member_id
 from srm.config.parsing import Properties
 from srm.config.secrets import default_secret_resolver, is_plain_secret
 from srm.config.settings import SrmConfig
@@ -130,6 +131,7 @@ class LocalRuntime:
             kafka = self._kafka_store() if self.options.store == "kafka" else None
             self._store = LocalStore(self.options.store_port, self.options.state_dir, self.options.store, kafka)
             self.endpoint_url = self._store.start()
+            self._note_config_path()
             if kafka is not None:
                 self._wait_for_state(kafka, stop or threading.Event())
         dynamodb = boto3.client(
@@ -171,6 +173,13 @@ class LocalRuntime:
         spec = kafka_store_spec(self.config, self._resolve_secret, metrics=self.options.metrics, known=known)
         self._store_alias = spec.alias
         return spec
+
+    def _note_config_path(self) -> None:
+        """Where this run's config file is, for ``srm-control --local`` in this directory: it reaches the state
+        with the file's settings (the config table holds literal secrets only as references to the environment)."""
+        source = Path(self.config.properties.source)
+        if source.is_file():
+            (self.options.state_dir / "config.path").write_text(f"{source.resolve()}\n")
 
     def _open_state(self) -> KafkaState:
         assert self._store_alias is not None
@@ -338,7 +347,13 @@ class LocalRuntime:
                     self._started[worker] = time.monotonic()
 
     def _spawn(self, source: str, target: str, index: int = 0) -> subprocess.Popen[bytes]:
-        env = {**os.environ, **self.worker_env(source, target), "SRM_WORKER_INDEX": str(index)}
+        env = {
+            **os.environ,
+            **self.worker_env(source, target),
+            "SRM_WORKER_INDEX": str(index),
+            # the worker's transactional id for its state writes: a restarted worker fences its crashed predecessor
+            "SRM_STATE_MEMBER": f"{member_id(self.node_id, index)}.{source}->{target}",
+        }
         log.info("%s: starting worker%s", str(Flow(source, target)), _numbered(index))
         return subprocess.Popen([sys.executable, "-m", "srm.local.worker"], env=env, stdin=subprocess.DEVNULL)
 

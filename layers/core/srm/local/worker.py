@@ -158,11 +158,16 @@ class Watchdog:
             others
         )
 
-    def _record(self, source: str, target: str) -> None:
-        fact = json.dumps(
+    def stalled_fact(self) -> str:
+        """The stalls as the flow status's ``stalled`` fact records them (also kept in the node's member item, which
+        ``srm-control status`` reads when the state's cluster does not answer)."""
+        return json.dumps(
             {what: {"since": s.since_ms, "reason": s.reason} for what, s in sorted(self.stalls.items())},
             separators=(",", ":"),
         )
+
+    def _record(self, source: str, target: str) -> None:
+        fact = self.stalled_fact()
         if fact == self._recorded:
             return
         try:
@@ -203,11 +208,11 @@ def run_worker(
                 log.warning("%s->%s: cannot read the event source mappings (retried): %s", source, target, e)
             fenced = next((m.fenced for m in local.mappings().values() if m.fenced), None)
             if fenced is not None:
-                _report_member(members, local, leadership, source, target, fenced_by=fenced)
+                _report_member(members, local, leadership, source, target, fenced_by=fenced, watchdog=watchdog)
                 raise SystemExit(FENCED_EXIT)
         if members is not None and local is not None and now - last_member >= _MEMBER_S:
             last_member = now
-            _report_member(members, local, leadership, source, target)
+            _report_member(members, local, leadership, source, target, watchdog=watchdog)
         try:
             config = app.config()
         except Exception as e:
@@ -245,6 +250,7 @@ def _report_member(
     source: str,
     target: str,
     fenced_by: str = "",
+    watchdog: Watchdog | None = None,
 ) -> None:
     if members is None:
         return
@@ -258,6 +264,7 @@ def _report_member(
         last_rebalance_ms=max([m.last_rebalance_ms for m in mappings.values()] + [0]),
         seen_ms=int(time.time() * 1000),
         fenced_by=fenced_by,
+        stalled=watchdog.stalled_fact() if watchdog is not None and watchdog.stalls else "",
     )
     try:
         members.put_member(record)
@@ -403,7 +410,14 @@ def _leadership(
             ensure_topic(admin, topic, 1, settings.checkpoints_topic_replication_factor, {"cleanup.policy": "compact"})
 
     def elected() -> None:
-        app.state.claim_leadership(source, target)  # an earlier leader's writes fail from now on
+        for attempt in range(3):
+            try:
+                app.state.claim_leadership(source, target)  # an earlier leader's writes fail from now on
+                break
+            except StateError as e:  # until claimed, the leader's writes fail (and are retried)
+                log.warning(
+                    "%s->%s: the leadership's state not claimed (attempt %d): %s", source, target, attempt + 1, e
+                )
         for job in schedule:
             job.next_run = 0.0  # a new leader runs every function at once
 
@@ -414,6 +428,8 @@ def _leadership(
         for job in schedule:
             if job.running is not None:
                 job.running.join(bound)
+        with contextlib.suppress(StateError):  # not released: the next leader fences this process
+            app.state.release_leadership(source, target)
 
     leadership = Leadership(
         consumer_config(config, alias, flow, group_id="srm-leader", resolver=app.kafka.resolver),

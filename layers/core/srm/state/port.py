@@ -28,8 +28,14 @@ class StateStore(Protocol):
         """This process holds these source partitions now: earlier holders can no longer write their state, and
         what they wrote is read before this returns."""
 
+    def release_partitions(self, source: str, target: str, topic: str, partitions: Sequence[int]) -> None:
+        """This process gives these partitions up (the group moves them): their next holder need not fence it."""
+
     def claim_leadership(self, source: str, target: str) -> None:
         """This process leads the flow now: an earlier leader can no longer write the flow's state."""
+
+    def release_leadership(self, source: str, target: str) -> None:
+        """This process no longer leads the flow."""
 
     # -- offset runs (see srm.core.offsets) ----------------------------------------------------------------------
     def record_runs(
