@@ -106,7 +106,6 @@ class AppBase:
                     self.env.store_cluster,
                     self.env.state_topic,
                     self.kafka.resolver,
-                    member=self.env.state_member,
                 ).start()
             return self._state
 

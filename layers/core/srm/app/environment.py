@@ -59,7 +59,6 @@ class Environment:
     metrics_topic: str | None = None  # … or into this topic of the store cluster; none of them: none are emitted
     store_cluster: str | None = None  # the cluster holding an srm run cluster's state (and metrics topic)
     state_topic: str | None = None  # the state is kept in this topic of the store cluster (else the state table)
-    state_member: str | None = None  # this process as the state's writer (srm run's workers; else a random one)
     node_id: str | None = None  # the local runtime's node (else the Lambda function is the emitter of checkpoints)
     function_name: str | None = None
     api_url: str | None = None  # this deployment's metrics API, advertised to peers (remote querying)
@@ -96,7 +95,6 @@ class Environment:
             metrics_topic=env.get("SRM_METRICS_TOPIC") or None,
             store_cluster=env.get("SRM_STORE_CLUSTER") or None,
             state_topic=env.get("SRM_STATE_TOPIC") or None,
-            state_member=env.get("SRM_STATE_MEMBER") or None,
             node_id=env.get("SRM_NODE_ID") or None,
             function_name=env.get("AWS_LAMBDA_FUNCTION_NAME") or None,
             api_url=(env.get("SRM_API_URL") or "").rstrip("/") or None,

@@ -102,7 +102,6 @@ class KafkaState:
         consumer: dict[str, Any],
         producer: dict[str, Any],
         *,
-        member: str | None = None,
         timeout_s: float = 10.0,
     ) -> None:
         self._tables: dict[Key, _Table] = {}
@@ -112,7 +111,6 @@ class KafkaState:
             producer,
             apply=self._apply,
             transactional_prefix=f"{topic}.",
-            member=member,
             timeout_s=timeout_s,
         )
         self._leaders: set[tuple[str, str]] = set()
@@ -125,13 +123,11 @@ class KafkaState:
         alias: str,
         topic: str,
         resolver: SecretResolver = default_secret_resolver,
-        *,
-        member: str | None = None,
     ) -> KafkaState:
         """The state in ``topic`` of the configuration's cluster ``alias`` (its clients' settings and security)."""
         consumer = consumer_config(config, alias, None, group_id="srm-state", resolver=resolver)
         producer = producer_config(config, alias, None, delivery_timeout_ms=30_000, resolver=resolver)
-        return cls(topic, consumer, producer, member=member)
+        return cls(topic, consumer, producer)
 
     def start(self, timeout: float | None = None) -> KafkaState:
         self.log.start(timeout)
@@ -201,9 +197,14 @@ class KafkaState:
             return self._leader_owner(source, target) if (source, target) in self._leaders else None
 
     def _fresh(self, owner: str | None = None) -> None:
-        """Catch up with the log, unless what is read is this process's own (read from memory)."""
+        """Catch up with the log, unless what is read is this process's own (read from memory). While the log
+        cannot be reached, reads are answered from memory, as fresh as this process could make it (what it wrote
+        itself included): a status shown, mappings followed, a translation that stays behind rather than fails."""
         if owner is None or not self.log.holds(owner):
-            self.log.sync()
+            try:
+                self.log.sync()
+            except StateError as e:
+                self.log.note(f"answering from memory: {e}")
 
     # -- offset runs -----------------------------------------------------------------------------------------------
     def record_runs(
@@ -299,7 +300,7 @@ class KafkaState:
         return end - (old["e"] if old is not None else start)
 
     def losses(self, source: str, target: str) -> list[LossRecord]:
-        self.log.sync()
+        self._fresh()
         return [LossRecord(t, p, s, v["e"], v["at"]) for (t, p, s), v in self._items("lost", source, target)]
 
     def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]:
@@ -338,7 +339,7 @@ class KafkaState:
         self.log.write([(("reset", source, target, reset.topic, reset.partition, reset.at_ms), value)], owner)
 
     def resets(self, source: str, target: str) -> list[ResetRecord]:
-        self.log.sync()
+        self._fresh()
         return [ResetRecord(t, p, at, v["e"], v["r"], v["l"]) for (t, p, at), v in self._items("reset", source, target)]
 
     # -- checkpoints -------------------------------------------------------------------------------------------------
@@ -392,7 +393,7 @@ class KafkaState:
 
     # -- flow status -------------------------------------------------------------------------------------------------
     def flow_status(self, source: str, target: str) -> dict[str, int | str]:
-        self.log.sync()
+        self._fresh()
         return dict(self._items("flow", source, target))
 
     def update_flow_status(self, source: str, target: str, **facts: int | str) -> None:

@@ -3,12 +3,11 @@ their state (``KafkaBasedLog``), with each owner's writes fenced by the broker.
 
 Every process that uses the state reads the whole log, follows it, and hands each record to ``apply`` (a null value
 is a deletion). What has one writer at a time — a source partition's keys, a flow's leader's — belongs to an
-**owner**, and its writes go out in Kafka transactions of the process that holds it: one transactional producer per
-process (its id: the node and worker), one transaction for what its threads write at once. Taking an owner over
-(:meth:`StateLog.claim`, when the group protocol hands it over) reads who held it (the log's ``holder`` records);
-a holder that did not release it is fenced: a producer of its transactional id is initialized, which aborts what it
-left open and makes its next commit fail at the broker, whatever that process believes. Writes of no owner (facts
-with one writer each, an operator's edits) go through the process's idempotent producer.
+**owner**, and its writes go out in Kafka transactions of the owner's own transactional id. Claiming an owner
+(:meth:`StateLog.claim`, when the group protocol hands it over) initializes a producer of that id, which aborts what
+an earlier holder left open and fences it: its next write fails at the broker, whatever that process believes, and
+no other owner of it is touched. Writes of no owner (facts with one writer each, an operator's edits) go through the
+process's idempotent producer.
 
 A write is applied here once the broker acknowledged it, so this process reads its own writes at once. Reading the
 log back, a process skips its own records (applied already) and others' records of a key it has written since (its
@@ -51,6 +50,7 @@ Record = tuple[Key, Any]  # a key and its value (None: deleted)
 _Encoded = tuple[bytes, bytes | None, Key, Any]  # a record as sent, and as applied
 
 _WRITER = "w"  # header: the writing process's id and the write's sequence number
+_UNREACHABLE_S = 5.0  # after a sync that timed out, how long the next ones fail at once
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
@@ -58,21 +58,6 @@ def _encode(records: Iterable[Record]) -> list[_Encoded]:
     return [
         (encode_key(k), None if v is None else json.dumps(v, separators=(",", ":")).encode(), k, v) for k, v in records
     ]
-
-
-class _Pending:
-    """An owned write waiting for its transaction."""
-
-    def __init__(self, records: list[_Encoded]) -> None:
-        self.records = records
-        self.done = False
-        self.error: StateError | None = None
-
-    def succeed(self) -> None:
-        self.done = True
-
-    def fail(self, error: StateError) -> None:
-        self.done, self.error = True, error
 
 
 def encode_key(key: Key) -> bytes:
@@ -95,7 +80,6 @@ class StateLog:
         *,
         apply: Callable[[Key, Any], None],
         transactional_prefix: str,
-        member: str | None = None,
         timeout_s: float = 10.0,
     ) -> None:
         self.topic = topic
@@ -134,14 +118,11 @@ class StateLog:
         self._pending: dict[bytes, int] = {}  # key → sequence of this process's last write of it, not read back yet
         self._unapplied: set[int] = set()  # sequences of own writes that failed here but may have landed
         self._seq = 0
-        self.member = member or uuid.uuid4().hex[:16]  # this process as a writer: its transactional id's suffix
-        self._txn: Producer | None = None  # this process's transactional producer, once claimed
-        self._held: set[str] = set()  # owners this process holds
-        self._holders: dict[str, dict[str, Any]] = {}  # owner → its holder record, as read
-        self._fenced = False  # another process took over: owned writes fail until a claim
-        self._queue: list[_Pending] = []  # owned writes waiting for the next transaction
-        self._commit_lock = threading.Lock()  # one transaction at a time
-        self._initializing: dict[str, Producer] = {}  # producers whose init_transactions timed out, by member
+        self._owners: dict[str, Producer] = {}  # owner → its transactional producer, while claimed
+        self._fenced: set[str] = set()  # owners another process took over: no write until claimed again
+        self._initializing: dict[str, Producer] = {}  # producers whose init_transactions timed out, by owner
+        self._owner_locks: dict[str, threading.Lock] = {}
+        self._owners_lock = threading.Lock()
         self._plain: Producer | None = None
         self._plain_lock = threading.Lock()
         self._reader: threading.Thread | None = None
@@ -149,6 +130,7 @@ class StateLog:
         self._ready = threading.Event()
         self._problem = ""
         self._noted_at = -60.0
+        self._unreachable_until = 0.0  # syncs fail at once until then (the cluster did not answer)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
     def start(self, timeout: float | None = None) -> None:
@@ -162,60 +144,46 @@ class StateLog:
         self._stop.set()
         if self._reader is not None:
             self._reader.join(10)
-        for producer in (self._txn, self._plain):
-            if producer is not None:
-                producer.flush(2)
+        with self._owners_lock:
+            producers = [*self._owners.values(), *([self._plain] if self._plain is not None else [])]
+            self._owners.clear()
+        for producer in producers:
+            producer.flush(2)
 
     # -- ownership -------------------------------------------------------------------------------------------------
     def claim(self, owners: Sequence[str]) -> None:
-        """Become the writer of these owners' keys (the group protocol gave them to this process): an earlier holder
-        that did not release one is fenced — its transactional producer's epoch bumped, its open transaction
-        aborted — and what it committed is read before this returns."""
+        """Become the writer of these owners' keys (the group protocol gave them to this process): each one's earlier
+        holder is fenced (its open transaction aborted), and what it committed is read before this returns."""
         if not owners:
             return
-        with self._commit_lock:
-            if self._txn is None:
-                self._txn = self._transactional(self.member)  # fences this member's own earlier incarnation
+        with ThreadPoolExecutor(min(8, len(owners)), thread_name_prefix="state-claim") as pool:
+            for owner, producer in zip(owners, pool.map(self._transactional, owners), strict=True):
+                with self._owners_lock:
+                    old = self._owners.get(owner)
+                    self._owners[owner] = producer
+                    self._fenced.discard(owner)
+                if old is not None:
+                    old.flush(0)
         self.sync()
-        with self._lock:
-            holders = [self._holders.get(o) for o in owners]
-            self._fenced = False
-        # Said first, then enforced: a stale holder that looks after this sees it, and one that wrote before is
-        # fenced below, what it committed read by the sync after.
-        self._write_owned(_encode([(("holder", o), {"m": self.member}) for o in owners]))
-        stale = sorted({h["m"] for h in holders if h and h["m"] != self.member and not h.get("r")})
-        if stale:
-            with ThreadPoolExecutor(min(8, len(stale)), thread_name_prefix="state-fence") as pool:
-                for producer in pool.map(self._transactional, stale):
-                    producer.flush(0)  # only its epoch mattered
-            self.sync()
-        with self._lock:
-            self._held.update(owners)
 
     def release(self, owners: Sequence[str]) -> None:
-        """This process gives these owners up (the group moves them): their next holder need not fence it."""
-        with self._lock:
-            owners = [o for o in owners if o in self._held]
-            self._held.difference_update(owners)
-        if owners and not self._fenced:
-            with contextlib.suppress(StateError):  # not released: the next holder fences this process
-                self._write_owned(_encode([(("holder", o), {"m": self.member, "r": True}) for o in owners]))
+        """This process gives these owners up (the group moves them): their producers are closed, and nothing of
+        theirs is written here until they are claimed again."""
+        with self._owners_lock:
+            producers = [p for o in owners if (p := self._owners.pop(o, None)) is not None]
+            self._fenced.update(owners)
+        for producer in producers:
+            producer.flush(1)
 
     def ensure(self, owner: str) -> None:
-        """Before an owner's keys are read to be written: held, or claimed now unless another process holds it (a
-        first write without a claim: a handler called directly) or this process was fenced (StateFencedError)."""
-        with self._lock:
-            if owner in self._held:
+        """Before an owner's keys are read to be written: claimed, unless this process holds it already — or lost
+        it to another (StateFencedError: no write until the group gives it back)."""
+        with self._owners_lock:
+            if owner in self._owners:
                 return
-            fenced = self._fenced
-        if not fenced:
-            self.sync()
-            with self._lock:
-                holder = self._holders.get(owner)
-            if holder is None or holder["m"] == self.member or holder.get("r"):
-                self.claim([owner])
-                return
-        raise StateFencedError(f"the state of {owner} is written by another process now")
+            if owner in self._fenced:
+                raise StateFencedError(f"the state of {owner} is written by another process now")
+        self.claim([owner])  # the first write of an owner not claimed here (a handler called directly)
 
     @property
     def lock(self) -> threading.Condition:
@@ -223,107 +191,76 @@ class StateLog:
         return self._lock
 
     def holds(self, owner: str) -> bool:
-        with self._lock:
-            return owner in self._held
+        with self._owners_lock:
+            return owner in self._owners
 
-    def _transactional(self, member: str) -> Producer:
-        """A transactional producer of ``member``'s id, initialized: whoever held that id before is fenced. One
+    def _transactional(self, owner: str) -> Producer:
+        """A transactional producer of ``owner``'s id, initialized: whoever held that id before is fenced. One
         whose initialization timed out is asked again next time (librdkafka resumes it), not replaced: a cluster
         that does not answer is not asked by a new client per attempt."""
-        with self._plain_lock:
-            producer = self._initializing.pop(member, None)
+        with self._owners_lock:
+            producer = self._initializing.pop(owner, None)
         if producer is None:
-            producer = Producer({**self._producer_conf, "transactional.id": self._prefix + member})
+            producer = Producer({**self._producer_conf, "transactional.id": self._prefix + owner})
         try:
             producer.init_transactions(self._timeout_s)
         except KafkaException as e:
             error = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
             if error is not None and error.retriable():
-                with self._plain_lock:
-                    self._initializing[member] = producer
-            raise StateError(f"cannot take over the state of {member} in {self.topic}: {_message(e)}") from None
+                with self._owners_lock:
+                    self._initializing[owner] = producer
+            raise StateError(f"cannot take over the state of {owner} in {self.topic}: {_message(e)}") from None
         return producer
+
+    def _owner_lock(self, owner: str) -> threading.Lock:
+        with self._owners_lock:
+            return self._owner_locks.setdefault(owner, threading.Lock())
 
     # -- writes ----------------------------------------------------------------------------------------------------
     def write(self, records: Iterable[Record], owner: str | None = None) -> None:
-        """Write the records, and apply them here once acknowledged: an owner's in this process's transactions
-        (StateFencedError when another process holds it now); others in them too once it has a transactional
-        producer, else with its idempotent producer."""
+        """Write the records (in one transaction of ``owner``'s, or with this process's idempotent producer), and
+        apply them here once acknowledged. StateFencedError when another process holds ``owner`` now."""
         encoded = _encode(records)
         if not encoded:
             return
         if owner is None:
-            if self._txn is not None and not self._fenced:
-                self._write_owned(encoded)  # a process that writes transactions needs no second producer
-            else:
-                self._write_plain(encoded)
+            self._write_plain(encoded)
             return
-        self.ensure(owner)
-        self._write_owned(encoded)
+        with self._owner_lock(owner):
+            self.ensure(owner)
+            with self._owners_lock:
+                producer = self._owners[owner]
+            self._write_transaction(owner, producer, encoded)
 
-    def _write_owned(self, encoded: list[_Encoded]) -> None:
-        """Write in a transaction of this process's producer. Writes of several threads (a batch's partitions)
-        arriving while one commits share the next transaction: one commit for all of them."""
-        mine = _Pending(encoded)
-        with self._lock:
-            self._queue.append(mine)
-        with self._commit_lock:
-            if not mine.done:
-                with self._lock:
-                    batch, self._queue = self._queue, []
-                self._commit(batch)
-        if mine.error is not None:
-            raise mine.error
-
-    def _commit(self, batch: list[_Pending]) -> None:
-        """One transaction for the batch's writes (called holding the commit lock)."""
-        if self._fenced or self._txn is None:
-            error: StateError = StateFencedError("this process's state writes are fenced: another holds what it wrote")
-            if not self._fenced:
-                error = StateError(f"the state of {self.member} in {self.topic} is not claimed")
-            for item in batch:
-                item.fail(error)
-            return
-        producer = self._txn
-        seqs = [self._note_pending(item.records) for item in batch]
+    def _write_transaction(self, owner: str, producer: Producer, encoded: list[_Encoded]) -> None:
+        seq = self._note_pending(encoded)
         try:
             producer.begin_transaction()
-            for item, seq in zip(batch, seqs, strict=True):
-                for raw_key, raw_value, _, _ in item.records:
-                    producer.produce(
-                        self.topic, raw_value, raw_key, partition=0, headers=[(_WRITER, self._header(seq))]
-                    )
+            headers: list[tuple[str, str | bytes | None]] = [(_WRITER, self._header(seq))]
+            for raw_key, raw_value, _, _ in encoded:
+                producer.produce(self.topic, raw_value, raw_key, partition=0, headers=headers)
             producer.commit_transaction(self._timeout_s)
         except KafkaException as e:
-            for item, seq in zip(batch, seqs, strict=True):
-                self._failed(item.records, seq)
-            error_code = e.args[0].code() if e.args and isinstance(e.args[0], KafkaError) else None
-            if error_code in _FENCED:
-                # another process took over what this one held: no write until the group gives it something again
-                with self._lock:
-                    self._fenced = True
-                    self._held.clear()
-                self._txn = None
-                failure: StateError = StateFencedError(
-                    f"this process's state writes to {self.topic} are fenced: another process holds what it wrote"
-                )
-            else:
-                # Not decided here (a broker that does not answer, a commit still under way): the producer is
-                # dropped, and the next write claims what it writes afresh — a new producer of the same id settles
-                # what this one left open — once the log says no other process holds it.
-                with self._lock:
-                    self._held.clear()
-                self._txn = None
-                producer.flush(0)
-                failure = StateError(f"cannot write the state to {self.topic}: {_message(e)}")
-            for item in batch:
-                item.fail(failure)
-            return
-        for item in batch:
-            self._applied(item.records)
-            item.succeed()
+            self._failed(encoded, seq)
+            error = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            fenced = error is not None and error.code() in _FENCED
+            with self._owners_lock:
+                if self._owners.get(owner) is producer:
+                    # Fenced: another process holds the owner; no write until it is claimed here again. Else (a
+                    # broker that does not answer, a commit still under way) the next write claims it afresh: the
+                    # new producer's init_transactions settles whatever this one left open.
+                    del self._owners[owner]
+                    if fenced:
+                        self._fenced.add(owner)
+            producer.flush(0)
+            if fenced:
+                raise StateFencedError(f"the state of {owner} is written by another process now") from None
+            raise StateError(f"cannot write the state of {owner} to {self.topic}: {_message(e)}") from None
+        self._applied(encoded)
 
     def _write_plain(self, encoded: list[_Encoded]) -> None:
+        if time.monotonic() < self._unreachable_until:  # see sync: fail at once while the cluster does not answer
+            raise StateError(self._problem or f"cannot reach the state's log {self.topic}")
         with self._plain_lock:
             if self._plain is None:
                 conf = {k: v for k, v in self._producer_conf.items() if k != "transaction.timeout.ms"}
@@ -357,7 +294,9 @@ class StateLog:
         if errors or acked[0] < len(encoded):
             self._failed(encoded, seq)
             why = errors[0] if errors else f"not acknowledged within {self._timeout_s:.0f}s"
-            raise StateError(f"cannot write the state to {self.topic}: {why}")
+            self._problem = f"cannot write the state to {self.topic}: {why}"
+            self._unreachable_until = time.monotonic() + _UNREACHABLE_S
+            raise StateError(self._problem)
         self._applied(encoded)
 
     def _header(self, seq: int) -> bytes:
@@ -373,17 +312,7 @@ class StateLog:
     def _applied(self, encoded: list[_Encoded]) -> None:
         with self._lock:
             for _, _, key, value in encoded:
-                self._apply_record(key, value)
-
-    def _apply_record(self, key: Key, value: Any) -> None:
-        """Holder records are the log's own (who writes an owner's keys); the rest go to ``apply``."""
-        if key and key[0] == "holder":
-            if value is None:
-                self._holders.pop(key[1], None)
-            else:
-                self._holders[key[1]] = value
-            return
-        self._apply(key, value)
+                self._apply(key, value)
 
     def _failed(self, encoded: list[_Encoded], seq: int) -> None:
         """A write that failed here may still have landed (an acknowledgement lost): read back, it is applied."""
@@ -395,9 +324,18 @@ class StateLog:
 
     # -- catching up ---------------------------------------------------------------------------------------------
     def sync(self, timeout: float | None = None) -> None:
-        """Return once everything committed to the log before now has been read."""
+        """Return once everything written to the log before now has been read. While the log's cluster does not
+        answer, a sync fails at once for a few seconds after one timed out: a process asking every second does not
+        wait out a timeout every second."""
+        if time.monotonic() < self._unreachable_until:
+            raise StateError(self._problem or f"cannot reach the state's log {self.topic}")
         timeout = self._timeout_s if timeout is None else timeout
-        end = self._stable_end(timeout)
+        try:
+            end = self._stable_end(timeout)
+        except StateError as e:
+            self._problem = str(e)
+            self._unreachable_until = time.monotonic() + _UNREACHABLE_S
+            raise
         deadline = time.monotonic() + timeout
         with self._lock:
             while self._position < end:
@@ -434,7 +372,7 @@ class StateLog:
                 consumer.assign([TopicPartition(self.topic, 0, position)])
                 self._follow(consumer)
             except Exception as e:  # a broken reader goes on from where it was, with a new client
-                self._note(f"reading the state's log {self.topic}: {_message(e)}")
+                self.note(f"reading the state's log {self.topic}: {_message(e)}")
                 self._stop.wait(1.0)
             finally:
                 with self._lock:
@@ -452,7 +390,7 @@ class StateLog:
                     elif err.fatal():
                         raise KafkaException(err)
                     else:
-                        self._note(f"reading the state's log {self.topic}: {err.str()}")
+                        self.note(f"reading the state's log {self.topic}: {err.str()}")
                 position = consumer.position([self._tp])[0].offset
                 if position >= 0:
                     self._position = max(self._position, position)
@@ -477,11 +415,11 @@ class StateLog:
         try:
             key = decode_key(raw_key)
             value = msg.value()
-            self._apply_record(key, None if value is None else json.loads(value))
+            self._apply(key, None if value is None else json.loads(value))
         except ValueError:
             log.warning("the state's log %s holds a record it cannot read (key %r): ignored", self.topic, raw_key[:60])
 
-    def _note(self, message: str) -> None:
+    def note(self, message: str) -> None:
         """A problem reading the log, logged once a minute at most (a cluster that is down says so every poll)."""
         self._problem = message
         now = time.monotonic()

@@ -30,7 +30,6 @@ from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.metrics_table import create_metrics_table
 from srm.aws.nodes import Nodes
 from srm.aws.state import create_state_table
-from srm.config.nodes import member_id
 from srm.config.parsing import Properties
 from srm.config.secrets import default_secret_resolver, is_plain_secret
 from srm.config.settings import SrmConfig
@@ -347,13 +346,7 @@ class LocalRuntime:
                     self._started[worker] = time.monotonic()
 
     def _spawn(self, source: str, target: str, index: int = 0) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            **self.worker_env(source, target),
-            "SRM_WORKER_INDEX": str(index),
-            # the worker's transactional id for its state writes: a restarted worker fences its crashed predecessor
-            "SRM_STATE_MEMBER": f"{member_id(self.node_id, index)}.{source}->{target}",
-        }
+        env = {**os.environ, **self.worker_env(source, target), "SRM_WORKER_INDEX": str(index)}
         log.info("%s: starting worker%s", str(Flow(source, target)), _numbered(index))
         return subprocess.Popen([sys.executable, "-m", "srm.local.worker"], env=env, stdin=subprocess.DEVNULL)
 
