@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from srm.aws.nodes import Nodes
 from srm.cli.tables import flow_nodes
 from srm.control.nodes import nodes_status
 from srm.flow import Flow
 from srm.replication.checkpoint import EMITTER_HEADER
+from tests.support.groups import group_holdings
 from tests.support.kafka import (
-    admin,
     assert_no_loss,
     create_topic,
     read_partition,
@@ -79,6 +79,29 @@ def emitter_segments(bootstrap: str, topic: str, group: str) -> list[tuple[str, 
     return segments
 
 
+def nodes_config(tmp_path: Path, a: str, b: str, topic: str, group: str, delivery: str) -> Path:
+    """The nodes' shared config: ``topic`` and ``group`` replicated a->b, sessions of 6 s, batches of BATCH records,
+    checkpoints and group offsets synced every second."""
+    return write_config(
+        tmp_path / "srm.yaml",
+        {"a": a, "b": b},
+        {
+            "a->b": {
+                "topics": topic,
+                "groups": group,
+                "exactly.once.source.support": "enabled" if delivery == "exactly-once" else "disabled",
+            }
+        },
+        **{
+            "nodes.session.timeout.ms": 6000,
+            "event.source.batch.size": BATCH,
+            "emit.checkpoints.interval.seconds": 1,
+            "sync.group.offsets.interval.seconds": 1,
+            "heartbeats.replication.enabled": "false",
+        },
+    )
+
+
 class Group:
     """A consumer group on the source reading the topic and committing as it goes."""
 
@@ -111,24 +134,7 @@ def test_three_nodes_lose_nothing_when_one_is_killed_one_restarted_and_one_added
     topic, group = unique("nodes"), unique("nodes-group")
     remote = f"a.{topic}"
     create_topic(a, topic, PARTITIONS)
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": a, "b": b},
-        {
-            "a->b": {
-                "topics": topic,
-                "groups": group,
-                "exactly.once.source.support": "enabled" if delivery == "exactly-once" else "disabled",
-            }
-        },
-        **{
-            "nodes.session.timeout.ms": 6000,
-            "event.source.batch.size": BATCH,
-            "emit.checkpoints.interval.seconds": 1,
-            "sync.group.offsets.interval.seconds": 1,
-            "heartbeats.replication.enabled": "false",
-        },
-    )
+    config = nodes_config(tmp_path, a, b, topic, group, delivery)
     dirs = [tmp_path / f"node{i}" for i in (1, 2, 3)]
     for d in dirs:
         d.mkdir()
@@ -190,21 +196,9 @@ def test_three_nodes_lose_nothing_when_one_is_killed_one_restarted_and_one_added
         consumers.read_and_commit(2)
         traffic.stop()
         committed = consumers.close()
-        wait_for(
-            lambda: all(
-                len(read_partition(b, remote, p)) >= len(read_partition(a, topic, p)) for p in range(PARTITIONS)
-            ),
-            120,
-            message="every record replicated",
-        )
         # THEN the group failed over to the target (its offsets synced there) resumes at the record after the one it
         # committed on the source: nothing read again, nothing skipped
-        src = read_topic(a, topic)
-        wait_for(
-            lambda: failed_over_exactly(b, remote, group, src, committed, delivery),
-            60,
-            message="the group's offsets on the target translated exactly",
-        )
+        src = wait_failed_over(a, b, topic, group, committed, delivery)
     finally:
         for stopper in (traffic, arrivals):
             if stopper is not None:
@@ -226,6 +220,24 @@ def test_three_nodes_lose_nothing_when_one_is_killed_one_restarted_and_one_added
     assert len({emitter for emitter, _, _ in segments}) >= 2, segments
     for before, after in itertools.pairwise(segments):
         assert before[2] <= after[1], f"two leaders emitted at once: {before} and {after}"
+
+
+def wait_failed_over(a: str, b: str, topic: str, group: str, committed: dict[int, int], delivery: str) -> dict:
+    """Once every record is on the target: the source's records, after the group's offsets on the target were seen
+    to resume exactly where it committed on the source (:func:`failed_over_exactly`)."""
+    remote = f"a.{topic}"
+    wait_for(
+        lambda: all(len(read_partition(b, remote, p)) >= len(read_partition(a, topic, p)) for p in range(PARTITIONS)),
+        120,
+        message="every record replicated",
+    )
+    src = read_topic(a, topic)
+    wait_for(
+        lambda: failed_over_exactly(b, remote, group, src, committed, delivery),
+        60,
+        message="the group's offsets on the target translated exactly",
+    )
+    return src
 
 
 def failed_over_exactly(
@@ -271,17 +283,6 @@ def test_a_node_given_a_running_nodes_id_refuses_to_start(clusters, tmp_path):
     assert str(tmp_path / "one") in lines[0]
 
 
-def _group_members(bootstrap: str, group: str) -> dict[str, set[int]] | None:
-    """A stable group's members (static id, else member id) and the partitions each holds."""
-    described = admin(bootstrap).describe_consumer_groups([group])[group].result(timeout=10)
-    if described.state != ConsumerGroupState.STABLE:
-        return None
-    return {
-        m.group_instance_id or m.member_id: {tp.partition for tp in m.assignment.topic_partitions}
-        for m in described.members
-    }
-
-
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_a_frozen_node_woken_mid_stream_writes_nothing_stale(clusters, tmp_path, delivery):
     """A zombie: the leading node is frozen (SIGSTOP, every process of it) past its session timeout, its partitions
@@ -292,24 +293,7 @@ def test_a_frozen_node_woken_mid_stream_writes_nothing_stale(clusters, tmp_path,
     topic, group = unique("zombie"), unique("zombie-group")
     remote, mirror_group = f"a.{topic}", f"srm-mirror.a-b.{topic}"
     create_topic(a, topic, PARTITIONS)
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": a, "b": b},
-        {
-            "a->b": {
-                "topics": topic,
-                "groups": group,
-                "exactly.once.source.support": "enabled" if delivery == "exactly-once" else "disabled",
-            }
-        },
-        **{
-            "nodes.session.timeout.ms": 6000,
-            "event.source.batch.size": BATCH,
-            "emit.checkpoints.interval.seconds": 1,
-            "sync.group.offsets.interval.seconds": 1,
-            "heartbeats.replication.enabled": "false",
-        },
-    )
+    config = nodes_config(tmp_path, a, b, topic, group, delivery)
     dirs = [tmp_path / f"node{i}" for i in (1, 2)]
     for d in dirs:
         d.mkdir()
@@ -323,7 +307,7 @@ def test_a_frozen_node_woken_mid_stream_writes_nothing_stale(clusters, tmp_path,
         zombie = leader(dirs[0])
         runs.append(SrmRun(config, dirs[1], own_group=True))
         wait_for(
-            lambda: (m := _group_members(a, mirror_group)) and len(m) == 2 and all(m.values()),
+            lambda: (m := group_holdings(a, mirror_group)) and len(m) == 2 and all(m.values()),
             90,
             message="both nodes holding partitions",
         )
@@ -336,7 +320,7 @@ def test_a_frozen_node_woken_mid_stream_writes_nothing_stale(clusters, tmp_path,
         os.killpg(runs[0].process.pid, signal.SIGSTOP)
         frozen_at = time.monotonic()
         wait_for(
-            lambda: (m := _group_members(a, mirror_group)) and len(m) == 1 and set(range(PARTITIONS)) in m.values(),
+            lambda: (m := group_holdings(a, mirror_group)) and len(m) == 1 and set(range(PARTITIONS)) in m.values(),
             90,
             message="the other node holding every partition",
         )
@@ -346,27 +330,15 @@ def test_a_frozen_node_woken_mid_stream_writes_nothing_stale(clusters, tmp_path,
         # … and it is woken mid-stream: it goes on with what it was doing, then rejoins
         os.killpg(runs[0].process.pid, signal.SIGCONT)
         wait_for(
-            lambda: (m := _group_members(a, mirror_group)) and len(m) == 2 and all(m.values()),
+            lambda: (m := group_holdings(a, mirror_group)) and len(m) == 2 and all(m.values()),
             90,
             message="the woken node holding partitions again",
         )
         consumers.read_and_commit(3)
         traffic.stop()
         committed = consumers.close()
-        wait_for(
-            lambda: all(
-                len(read_partition(b, remote, p)) >= len(read_partition(a, topic, p)) for p in range(PARTITIONS)
-            ),
-            120,
-            message="every record replicated",
-        )
         # THEN the group failed over to the target resumes exactly after what it consumed on the source
-        src = read_topic(a, topic)
-        wait_for(
-            lambda: failed_over_exactly(b, remote, group, src, committed, delivery),
-            60,
-            message="the group's offsets on the target translated exactly",
-        )
+        src = wait_failed_over(a, b, topic, group, committed, delivery)
         zombie_output = runs[0].output()
     finally:
         for stopper in (traffic, arrivals):

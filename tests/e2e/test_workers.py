@@ -12,23 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupState
 
-from tests.support.kafka import admin, assert_no_loss, read_topic, unique, wait_for
+from tests.support.groups import group_holdings
+from tests.support.kafka import assert_no_loss, read_topic, unique, wait_for
 from tests.support.traffic import PARTITIONS, RECOVERY_BOUND_S, live_flow, recovery, wait_no_loss, worker_pid
 
 pytestmark = pytest.mark.e2e
-
-
-def _held(bootstrap: str, group: str) -> dict[str, set[int]] | None:
-    """The mapping group's static members and the partitions each holds, once the group is stable."""
-    described = admin(bootstrap).describe_consumer_groups([group])[group].result(timeout=10)
-    if described.state != ConsumerGroupState.STABLE:
-        return None
-    return {
-        m.group_instance_id or m.member_id: {tp.partition for tp in m.assignment.topic_partitions}
-        for m in described.members
-    }
 
 
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
@@ -40,7 +29,7 @@ def test_a_killed_worker_process_leaves_its_sibling_replicating_and_loses_nothin
     with live_flow(tmp_path, a, b, topic, args=("--workers", "2"), **eos) as live:
         # … each holding some of the partitions: the group has two members of this node
         held = wait_for(
-            lambda: (h := _held(a, f"srm-mirror.a-b.{topic}")) and len(h) == 2 and all(h.values()) and h,
+            lambda: (h := group_holdings(a, f"srm-mirror.a-b.{topic}")) and len(h) == 2 and all(h.values()) and h,
             timeout=60,
             message="the partitions shared by both workers",
         )

@@ -30,6 +30,13 @@ from tests.support.kafka import create_topic, unique
 Opener = Callable[[], StateStore]
 
 
+def state_topic_on(clusters: dict[str, Cluster]) -> tuple[str, str]:
+    """A new compacted state topic on cluster a: its bootstrap and name."""
+    bootstrap, topic = clusters["a"].bootstrap, unique("srm-state")
+    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    return bootstrap, topic
+
+
 def kafka_state(bootstrap: str, topic: str) -> KafkaState:
     conf = {"bootstrap.servers": bootstrap}
     return KafkaState(topic, conf, dict(conf), timeout_s=10.0).start()
@@ -174,9 +181,7 @@ def test_flow_status_topic_and_event_source_mappings(opener: Opener) -> None:
 def test_kafka_a_stale_partition_owner_is_fenced_by_the_broker(clusters: dict[str, Cluster]) -> None:
     """Two processes' views of one state: the partition moves from the first to the second without the first
     knowing. The first's write fails at the broker, whatever its own view says, and lands nowhere."""
-    bootstrap = clusters["a"].bootstrap
-    topic = unique("srm-state")
-    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    bootstrap, topic = state_topic_on(clusters)
     with contextlib.ExitStack() as stack:
         zombie = kafka_state(bootstrap, topic)
         stack.callback(zombie.stop)
@@ -199,9 +204,7 @@ def test_kafka_a_stale_partition_owner_is_fenced_by_the_broker(clusters: dict[st
 
 
 def test_kafka_a_stale_leader_is_fenced_by_the_broker(clusters: dict[str, Cluster]) -> None:
-    bootstrap = clusters["a"].bootstrap
-    topic = unique("srm-state")
-    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    bootstrap, topic = state_topic_on(clusters)
     with contextlib.ExitStack() as stack:
         old = kafka_state(bootstrap, topic)
         stack.callback(old.stop)
@@ -278,9 +281,7 @@ def test_an_item_the_upgrade_cannot_read_stops_it(clusters: dict[str, Cluster]) 
 def test_kafka_a_released_partition_is_taken_over_without_fencing_its_holder(clusters: dict[str, Cluster]) -> None:
     """A clean hand-over (the group revoked the partition first): the process that gave one partition up keeps
     writing the others it holds."""
-    bootstrap = clusters["a"].bootstrap
-    topic = unique("srm-state")
-    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    bootstrap, topic = state_topic_on(clusters)
     with contextlib.ExitStack() as stack:
         first = kafka_state(bootstrap, topic)
         stack.callback(first.stop)

@@ -1,11 +1,26 @@
-"""Members of a consumer group that are no part of srm: what takes partitions away from a mapping."""
+"""Consumer groups as tests see them: who holds which partitions, and members that are no part of srm (what takes
+partitions away from a mapping)."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, ConsumerGroupState
+
+from tests.support.kafka import admin
+
+
+def group_holdings(bootstrap: str, group: str) -> dict[str, set[int]] | None:
+    """A stable group's members (static id, else member id) and the partitions each holds; None while it is not
+    stable."""
+    described = admin(bootstrap).describe_consumer_groups([group])[group].result(timeout=10)
+    if described.state != ConsumerGroupState.STABLE:
+        return None
+    return {
+        m.group_instance_id or m.member_id: {tp.partition for tp in m.assignment.topic_partitions}
+        for m in described.members
+    }
 
 
 class Squatter:
