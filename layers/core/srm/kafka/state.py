@@ -66,6 +66,9 @@ _TABLES = {
 }
 
 
+_READ_SYNC_S = 2.0  # how long a read waits to catch up with the log before it answers from memory
+
+
 def state_topic(group_id: str) -> str:
     """The compacted topic of an ``srm run`` cluster's state (``.internal``: never replicated)."""
     return f"srm-state.{group_id}.internal"
@@ -202,7 +205,7 @@ class KafkaState:
         itself included): a status shown, mappings followed, a translation that stays behind rather than fails."""
         if owner is None or not self.log.holds(owner):
             try:
-                self.log.sync()
+                self.log.sync(_READ_SYNC_S)
             except StateError as e:
                 self.log.note(f"answering from memory: {e}")
 

@@ -123,6 +123,9 @@ class StateLog:
         self._initializing: dict[str, Producer] = {}  # producers whose init_transactions timed out, by owner
         self._owner_locks: dict[str, threading.Lock] = {}
         self._owners_lock = threading.Lock()
+        # Producers given up are kept, not destroyed where they were dropped: librdkafka's destroy of a client that
+        # another thread may still be using is not safe. They are destroyed at stop (few: one per owner change).
+        self._retired: list[Producer] = []
         self._plain: Producer | None = None
         self._plain_lock = threading.Lock()
         self._reader: threading.Thread | None = None
@@ -147,6 +150,7 @@ class StateLog:
         with self._owners_lock:
             producers = [*self._owners.values(), *([self._plain] if self._plain is not None else [])]
             self._owners.clear()
+            self._retired.clear()
         for producer in producers:
             producer.flush(2)
 
@@ -156,6 +160,8 @@ class StateLog:
         holder is fenced (its open transaction aborted), and what it committed is read before this returns."""
         if not owners:
             return
+        with self._owners_lock:  # given to this process: should the claim fail now, its first write claims them
+            self._fenced.difference_update(owners)
         with ThreadPoolExecutor(min(8, len(owners)), thread_name_prefix="state-claim") as pool:
             for owner, producer in zip(owners, pool.map(self._transactional, owners), strict=True):
                 with self._owners_lock:
@@ -163,7 +169,7 @@ class StateLog:
                     self._owners[owner] = producer
                     self._fenced.discard(owner)
                 if old is not None:
-                    old.flush(0)
+                    self._retire(old)
         self.sync()
 
     def release(self, owners: Sequence[str]) -> None:
@@ -173,7 +179,7 @@ class StateLog:
             producers = [p for o in owners if (p := self._owners.pop(o, None)) is not None]
             self._fenced.update(owners)
         for producer in producers:
-            producer.flush(1)
+            self._retire(producer)
 
     def ensure(self, owner: str) -> None:
         """Before an owner's keys are read to be written: claimed, unless this process holds it already — or lost
@@ -211,6 +217,11 @@ class StateLog:
                     self._initializing[owner] = producer
             raise StateError(f"cannot take over the state of {owner} in {self.topic}: {_message(e)}") from None
         return producer
+
+    def _retire(self, producer: Producer) -> None:
+        with self._owners_lock:
+            if all(p is not producer for p in self._retired):
+                self._retired.append(producer)
 
     def _owner_lock(self, owner: str) -> threading.Lock:
         with self._owners_lock:
@@ -252,7 +263,7 @@ class StateLog:
                     del self._owners[owner]
                     if fenced:
                         self._fenced.add(owner)
-            producer.flush(0)
+            self._retire(producer)
             if fenced:
                 raise StateFencedError(f"the state of {owner} is written by another process now") from None
             raise StateError(f"cannot write the state of {owner} to {self.topic}: {_message(e)}") from None
