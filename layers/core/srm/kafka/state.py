@@ -207,7 +207,7 @@ class KafkaState:
             try:
                 self.log.sync(_READ_SYNC_S)
             except StateError as e:
-                self.log.note(f"answering from memory: {e}")
+                self.log.note(f"answering from memory: {e}", problem=False)
 
     # -- offset runs -----------------------------------------------------------------------------------------------
     def record_runs(

@@ -50,6 +50,7 @@ Record = tuple[Key, Any]  # a key and its value (None: deleted)
 _Encoded = tuple[bytes, bytes | None, Key, Any]  # a record as sent, and as applied
 
 _WRITER = "w"  # header: the writing process's id and the write's sequence number
+_FIRST_ANSWER_S = 3.0  # how long a new reader waits for the cluster to answer at all
 _UNREACHABLE_S = 5.0  # after a sync that timed out, how long the next ones fail at once
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
@@ -137,10 +138,13 @@ class StateLog:
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
     def start(self, timeout: float | None = None) -> None:
-        """Read the log to its end (waiting up to ``timeout``, by default the log's), then follow it."""
+        """Read the log to its end (waiting up to ``timeout``, by default the log's), then follow it. A cluster that
+        does not answer at all fails it within a few seconds, however long reading a large log may take."""
+        wait = self._timeout_s * 6 if timeout is None else timeout
+        self._stable_end(min(wait, _FIRST_ANSWER_S))
         self._reader = threading.Thread(target=self._read, name="state-reader", daemon=True)
         self._reader.start()
-        if not self._ready.wait(self._timeout_s * 6 if timeout is None else timeout):
+        if not self._ready.wait(wait):
             raise StateError(self._problem or f"the state's log {self.topic} could not be read")
 
     def stop(self) -> None:
@@ -430,9 +434,10 @@ class StateLog:
         except ValueError:
             log.warning("the state's log %s holds a record it cannot read (key %r): ignored", self.topic, raw_key[:60])
 
-    def note(self, message: str) -> None:
+    def note(self, message: str, *, problem: bool = True) -> None:
         """A problem reading the log, logged once a minute at most (a cluster that is down says so every poll)."""
-        self._problem = message
+        if problem:
+            self._problem = message
         now = time.monotonic()
         if now - self._noted_at >= 60.0:
             self._noted_at = now
