@@ -50,7 +50,7 @@ Record = tuple[Key, Any]  # a key and its value (None: deleted)
 _Encoded = tuple[bytes, bytes | None, Key, Any]  # a record as sent, and as applied
 
 _WRITER = "w"  # header: the writing process's id and the write's sequence number
-_FIRST_ANSWER_S = 3.0  # how long a new reader waits for the cluster to answer at all
+_FIRST_ANSWER_S = 10.0  # how long a new reader waits for the cluster to answer at all (a busy one takes seconds)
 _UNREACHABLE_S = 5.0  # after a sync that timed out, how long the next ones fail at once
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
@@ -139,7 +139,7 @@ class StateLog:
     # -- lifecycle -------------------------------------------------------------------------------------------------
     def start(self, timeout: float | None = None) -> None:
         """Read the log to its end (waiting up to ``timeout``, by default the log's), then follow it. A cluster that
-        does not answer at all fails it within a few seconds, however long reading a large log may take."""
+        does not answer at all fails it within ten seconds, however long reading a large log may take."""
         wait = self._timeout_s * 6 if timeout is None else timeout
         self._stable_end(min(wait, _FIRST_ANSWER_S))
         self._reader = threading.Thread(target=self._read, name="state-reader", daemon=True)
