@@ -186,5 +186,6 @@ def test_target_without_authorizer_reported_once_and_replication_goes_on(secured
         assert run.alive(), run.output()[-2000:]
         output = run.output()
     said = [line for line in output.splitlines() if "SECURITY_DISABLED" in line]
-    assert len(said) == 1 and "cluster b has no ACL authorizer" in said[0], said
+    lifecycle = [line for line in output.splitlines() if "worker" in line or "leader" in line]
+    assert len(said) == 1 and "cluster b has no ACL authorizer" in said[0], (said, lifecycle)
     assert "cannot create ACL" not in output and "topic-sync failed" not in output, output[-2000:]
