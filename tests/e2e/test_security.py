@@ -41,7 +41,7 @@ awsRoleArn="arn:aws:iam::123456789012:role/srm-east" awsRoleSessionName="srm";
 def test_check_shows_an_msk_iam_mm2_properties_as_oauthbearer(tmp_path: Path):
     path = tmp_path / "mm2.properties"
     path.write_text(MSK_IAM_MM2)
-    result = run_cli("srm", "check", "--config", str(path), cwd=tmp_path)
+    result = run_cli("srm", "check", "--config", str(path), "-v", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.count("sasl.mechanism = OAUTHBEARER") == 6  # two clusters, three roles
@@ -137,7 +137,7 @@ def test_secrets_never_leak_from_the_runtime_or_the_clis(clusters, tmp_path: Pat
         wait_replicated(a, topic, b, f"a.{topic}", timeout=120)
         wait_group_synced(b, group, f"a.{topic}", 2)
         wait_log(run, "metrics", timeout=60)
-        check = cli("srm", "check", "--config", str(config))
+        check = cli("srm", "check", "--config", str(config), "-v")
         cli("srm", "check", "--config", str(config), "--connect")
         cli("srm-control", "--local", "status", "--topics")
         cli("srm-control", "--local", "status", "--json")

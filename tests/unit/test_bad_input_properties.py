@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from srm.config.parsing import Properties, parse_properties_text, parse_yaml_text
+from srm.config.parsing import Properties, parse_config_bytes, parse_properties_text, parse_yaml_text
 from srm.config.settings import SETTING_KEYS, SrmConfig
 from srm.core.events import EventBuilder, MalformedEventError, parse_event
 from srm.errors import SrmError
@@ -152,6 +152,56 @@ def test_random_properties_text_loads_or_fails_with_one_clear_error(text):
         SrmConfig.from_properties(parse_properties_text(text, "mm2.properties"))
     except SrmError as e:
         assert_one_line(e)
+
+
+VALID_PROPERTIES = """\
+# café: a comment in UTF-8
+clusters = west, east
+west.bootstrap.servers = w:9092
+east.bootstrap.servers = [::1]:9092
+east.security.protocol = SASL_SSL
+east.sasl.mechanism = SCRAM-SHA-512
+east.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";
+west->east.enabled = true
+west->east.topics = orders.*
+tasks.max = 2
+"""
+BYTES_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+names = st.sampled_from(["srm.yaml", "mm2.properties"])
+
+
+def load_bytes_or_fail_clearly(data: bytes, name: str) -> None:
+    """What load_file does with a file's bytes: a config, or one clear SrmError (the config table stores strings)."""
+    try:
+        SrmConfig.from_properties(parse_config_bytes(data, name))
+    except SrmError as e:
+        assert_one_line(e)
+
+
+@BYTES_SETTINGS
+@given(st.binary(max_size=300), names)
+def test_random_bytes_load_or_fail_with_one_clear_error(data, name):
+    load_bytes_or_fail_clearly(data, name)
+
+
+@BYTES_SETTINGS
+@given(st.data(), st.sampled_from([(VALID_YAML, "srm.yaml"), (VALID_PROPERTIES, "mm2.properties")]))
+def test_a_byte_mutated_config_file_loads_or_fails_with_one_clear_error(data, valid):
+    text, name = valid
+    content = bytearray(text.encode())
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(content)))
+        chunk = data.draw(st.binary(min_size=1, max_size=3))
+        action = data.draw(st.sampled_from(["insert", "delete", "replace", "flip"]))
+        if action == "insert":
+            content[at:at] = chunk
+        elif action == "delete":
+            del content[at : at + len(chunk)]
+        elif action == "replace":
+            content[at : at + len(chunk)] = chunk
+        elif at < len(content):
+            content[at] ^= 1 << data.draw(st.integers(0, 7))
+    load_bytes_or_fail_clearly(bytes(content), name)
 
 
 keys = st.sampled_from(sorted(SETTING_KEYS)).flatmap(

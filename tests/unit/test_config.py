@@ -155,7 +155,7 @@ def test_config_unknown_key_is_a_warning_with_suggestion_for_near_miss(line, sug
         assert "did you mean" not in warning
 
 
-def test_config_mm2_and_connect_keys_are_accepted_silently():
+def test_config_mm2_and_connect_keys_are_accepted_and_listed_with_why():
     cfg = load(
         BASE,
         "tasks.max = 4",
@@ -166,9 +166,40 @@ def test_config_mm2_and_connect_keys_are_accepted_silently():
         "b.consumer.max.poll.records = 500",
         "a->b.source.admin.request.timeout.ms = 1000",
         "replication.policy.separator = .",
+        "errors.log.enable = true",
+        "a.topic.filter.class = com.example.Filter",
     )
 
     assert cfg.warnings == ()
+    ignored = dict(cfg.ignored)
+    assert list(ignored) == [
+        "tasks.max",
+        "key.converter",
+        "offset.storage.replication.factor",
+        "a.config.storage.replication.factor",
+        "a->b.tasks.max",
+        "errors.log.enable",
+        "a.topic.filter.class",
+    ]
+    assert "no Connect workers" in ignored["tasks.max"]
+    assert "errors.tolerance" in ignored["errors.log.enable"]
+    assert "topics, groups" in ignored["a.topic.filter.class"]
+
+
+@pytest.mark.parametrize(
+    ("line", "suggestion"),
+    [
+        ("errors.tolerence = all", "errors.tolerance"),
+        ("a->b.errors.tolerence = all", "errors.tolerance"),
+        ("exactly.once.support = required", "exactly.once.source.support"),
+        ("b.exactly.once.support = required", "exactly.once.source.support"),
+    ],
+)
+def test_config_near_misses_of_settings_under_connect_prefixes_are_warned_not_ignored(line, suggestion):
+    cfg = load(BASE, line)
+
+    assert cfg.ignored == ()
+    assert len(cfg.warnings) == 1 and f"did you mean {suggestion!r}?" in cfg.warnings[0]
 
 
 def test_config_settings_defaults_are_mm2_defaults():

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from srm.config.parsing import parse_properties_text, parse_yaml_text
-from srm.config.settings import SrmConfig
+from srm.config.parsing import parse_config_bytes, parse_properties_text, parse_yaml_text
+from srm.config.settings import SrmConfig, load_file
 from srm.errors import ConfigError
 from tests.unit.config_files import properties_file
 
@@ -208,3 +208,34 @@ def test_parse_yaml_invalid_shapes_raise_config_error_with_origin(text, origin, 
 
 def test_parse_yaml_empty_document_gives_empty_map():
     assert dict(parse_yaml_text("", "f.yaml")) == {}
+
+
+@pytest.mark.parametrize("name", ["srm.yaml", "mm2.properties"])
+def test_load_file_not_utf8_is_a_config_error_naming_file_line_byte_and_offset(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"clusters: a\n# caf\xe9\n")
+
+    with pytest.raises(ConfigError) as info:
+        load_file(path)
+
+    assert str(info.value) == f"{path}:2: not UTF-8 text (byte 0xe9 at offset 17); save the file as UTF-8"
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"\x7fELF\x02\x01\x01\x00\x00", "not a text file (a NUL byte at offset 7)"),
+        ("clusters: a".encode("utf-16"), "it looks like UTF-16: save it as UTF-8"),
+    ],
+)
+def test_parse_config_bytes_binary_or_utf16_is_not_a_text_file(data, fragment):
+    with pytest.raises(ConfigError, match=r"^srm\.yaml:1: ") as info:
+        parse_config_bytes(data, "srm.yaml")
+
+    assert fragment in str(info.value)
+
+
+def test_parse_config_bytes_a_utf8_byte_order_mark_is_dropped():
+    props = parse_config_bytes("\ufeffclusters = a, b\n".encode(), "mm2.properties")
+
+    assert dict(props) == {"clusters": "a, b"}

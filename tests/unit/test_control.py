@@ -226,10 +226,13 @@ def test_import_replaces_the_table_with_the_file(control: Control):
     assert stored(control) == {**BASE, "c->a.topics": "x"}
 
 
+_SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";'
+
+
 def test_import_with_a_literal_secret_is_refused_and_writes_nothing(control: Control):
     load(control)
     before = control.store.read()
-    secret = SrmConfig.from_properties(Properties.of({**BASE, "a.sasl.jaas.config": 'x password="p";'}))
+    secret = SrmConfig.from_properties(Properties.of({**BASE, "a.sasl.jaas.config": _SCRAM_JAAS}))
     with pytest.raises(ConfigError, match="never stores secrets"):
         control.import_config(secret)
     assert control.store.read() == before

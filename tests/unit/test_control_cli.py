@@ -36,6 +36,8 @@ MM2 = textwrap.dedent(
     tasks.max = 4
     """
 )
+# A JAAS line with its password written out, which the config table never stores.
+SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";'
 
 
 class Cli:
@@ -153,7 +155,7 @@ def test_bad_input_prints_one_line_exits_2_and_writes_nothing(cli: Cli, case: st
     cli("config", "import", "mm2.properties", "--create-tables")
     (cli.cwd / "broken.yaml").write_text("clusters:\n  a: [unclosed\n")
     (cli.cwd / "invalid.properties").write_text("clusters = a, b\na->a.enabled = true\n")
-    (cli.cwd / "secret.properties").write_text(MM2.replace("${secretsmanager:srm/us-east:jaas}", "plain"))
+    (cli.cwd / "secret.properties").write_text(MM2.replace("${secretsmanager:srm/us-east:jaas}", SCRAM_JAAS))
     before = items()
 
     # WHEN the bad command runs

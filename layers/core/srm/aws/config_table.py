@@ -35,7 +35,8 @@ from typing import Any
 
 import boto3
 from aws_lambda_powertools.utilities.parameters import DynamoDBProvider
-from botocore.exceptions import BotoCoreError, ClientError
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from srm.aws.state_table import create_table
 from srm.config.parsing import Properties
@@ -107,9 +108,13 @@ class ConfigStore:
     # -- reading -------------------------------------------------------------------------------------------------
     def load(self, *, fresh: bool = False) -> SrmConfig:
         """The current configuration, validated; served from a cache at most ``cache_seconds`` old."""
-        scopes: dict[str, Any] = self._provider.get_multiple(  # type: ignore[assignment]
-            _PARTITION, max_age=int(self.cache_seconds), transform="json", force_fetch=fresh
-        )
+        try:
+            scopes: dict[str, Any] = self._provider.get_multiple(  # type: ignore[assignment]
+                _PARTITION, max_age=int(self.cache_seconds), transform="json", force_fetch=fresh
+            )
+        except GetParameterError as e:  # Powertools' wrapper of the boto3 error raised while it was handled
+            cause = e.__cause__ or e.__context__
+            raise self._store_error("read", cause if isinstance(cause, Exception) else e) from None
         if not scopes:
             raise ConfigError(
                 f"config table {self.table} is empty: import a configuration first (srm-control config import FILE)"
@@ -263,7 +268,12 @@ class ConfigStore:
                 return ConfigStoreError(f"config table {self.table} does not exist{where}", missing_table=True)
             message = e.response.get("Error", {}).get("Message") or code
             return ConfigStoreError(f"cannot {what} config table {self.table}{where}: {message}")
-        return ConfigStoreError(f"cannot {what} config table {self.table}{where}: {e}")
+        fix = (
+            " (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+            if isinstance(e, NoCredentialsError)
+            else ""
+        )
+        return ConfigStoreError(f"cannot {what} config table {self.table}{where}: {e}{fix}")
 
 
 def create_config_table(client: Any, table: str) -> None:

@@ -2,8 +2,8 @@
 
     srm-control [--local | --endpoint-url URL] [--region R] [--config-table T] [--state-table T] COMMAND …
 
-Exit status: 0 done; 1 the store cannot be reached, or someone else changed the configuration meanwhile (nothing
-written); 2 bad input: usage, an invalid regex, an unknown alias or flow, a malformed file (nothing written).
+Exit status: 0 done; 1 the store or a cluster does not answer, or someone else changed the configuration meanwhile
+(nothing written); 2 bad input: usage, an invalid regex, an unknown alias or flow, a malformed file (nothing written).
 Errors are one line on stderr starting with ``srm-control:``.
 
 Adding a command is one ``register_<name>(subparsers, common)`` function that adds its parser (``parents=[common]``
@@ -154,8 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Change what serverless-srm replicates while it runs, and see how it is doing. The "
         "configuration lives in the DynamoDB config table every function reads (through a short cache).",
-        epilog="exit status: 0 done; 1 the store is unreachable or the configuration changed meanwhile (nothing "
-        "written); 2 bad input (nothing written)",
+        epilog="exit status: 0 done; 1 the store or a cluster does not answer, or the configuration changed meanwhile "
+        "(nothing written); 2 bad input (nothing written)",
     )
     common_options(parser, defaults=True)
     common = Parser(add_help=False)

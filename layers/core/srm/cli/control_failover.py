@@ -11,6 +11,7 @@ from srm.aws.secrets import secrets_manager_resolver
 from srm.cli.control_session import PROG, Session, flow_args
 from srm.cli.options import add_command, add_json, add_timeout
 from srm.cli.tables import table, takeover_lines
+from srm.control.check import require_clusters
 from srm.control.failover import NoOffsetsError, export_csv, failover_offsets, translated_by, untranslated_notes
 from srm.replication.takeover import take_over
 from srm.state import StateError
@@ -100,9 +101,9 @@ def _takeover(session: Session, args: argparse.Namespace) -> int:
     """
     config = session.store().load(fresh=True)
     flow = config.check_flow(args.source, args.target)
-    report = take_over(
-        config, flow, secrets_manager_resolver(session.region), dry_run=args.dry_run, timeout=args.timeout
-    )
+    resolver = secrets_manager_resolver(session.region)
+    require_clusters(config, list(flow), resolver, args.timeout)
+    report = take_over(config, flow, resolver, dry_run=args.dry_run, timeout=args.timeout)
     if args.json:
         session.print_json(report.to_dict())
     else:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
@@ -76,7 +77,15 @@ class Session:
                     "`srm run --config FILE` in this directory, or give --endpoint-url"
                 )
             return url
-        return self.args.endpoint_url or None
+        url = self.args.endpoint_url or None
+        if url is not None:
+            parsed = urlsplit(url)
+            if parsed.scheme not in ("http", "https") or not parsed.hostname:
+                raise UsageError(
+                    f"--endpoint-url {url!r} is not a URL: give the store's, e.g. http://127.0.0.1:8000 (or --local "
+                    "in the directory of an srm run)"
+                )
+        return url
 
     @property
     def region(self) -> str:
@@ -94,15 +103,15 @@ class Session:
     def dynamodb(self) -> Any:
         if self._dynamodb is None:
             endpoint = self.endpoint_url
-            credentials: dict[str, str] = {}
-            if self.args.local and not os.environ.get("AWS_ACCESS_KEY_ID"):
-                credentials = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}  # moto takes any
+            # A store on this host (srm run's, moto, DynamoDB Local) takes any credentials: none need be configured.
+            # Set for every client of the command (the config table's reader builds its own).
+            if _loopback(endpoint) and boto3.session.Session().get_credentials() is None:
+                os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
             self._dynamodb = boto3.client(
                 "dynamodb",
                 region_name=self.region,
                 endpoint_url=endpoint,
                 config=Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 3, "mode": "standard"}),
-                **credentials,
             )
         return self._dynamodb
 
@@ -146,6 +155,10 @@ class Session:
 
     def warn(self, message: str) -> None:
         print(f"{PROG}: warning: {message}", file=self.err)
+
+
+def _loopback(url: str | None) -> bool:
+    return url is not None and urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")
 
 
 def _author() -> str:

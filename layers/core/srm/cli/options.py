@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_command", "add_json", "add_timeout"]
+__all__ = ["add_command", "add_json", "add_timeout", "positive_seconds"]
 
 
 def add_command(subparsers: Any, name: str, handler: Callable[..., int], **options: Any) -> argparse.ArgumentParser:
@@ -27,5 +28,16 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 def add_timeout(parser: argparse.ArgumentParser, seconds: float) -> None:
     parser.add_argument(
-        "--timeout", type=float, default=seconds, help=f"seconds to wait for a cluster (default {seconds:g})"
+        "--timeout", type=positive_seconds, default=seconds, help=f"seconds to wait for a cluster (default {seconds:g})"
     )
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds greater than 0 (a wait of none, or of less, would never be answered)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds greater than 0")
+    return value

@@ -1,18 +1,30 @@
 """``srm``: run the local runtime against any clusters, or the self-contained demo."""
+# ruff: noqa: E402 - the imports follow the signal handlers: they take a second on a busy machine
 
 from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+
+def _stopped_while_importing(signum: int, _frame: object) -> None:
+    """Nothing has started yet: a stop is an exit, quiet (srm run's status for a stop is 0), not a traceback from
+    whichever import the signal interrupted. :func:`main` installs the handlers for the command's life."""
+    raise SystemExit(0 if sys.argv[1:2] == ["run"] else 128 + signum)
+
+
+if threading.current_thread() is threading.main_thread():  # signal handlers can only be set there
+    for _signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_signal, _stopped_while_importing)
 
 import argparse
 import logging
 import os
-import signal
-import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from srm.cli.options import add_command, add_json, add_timeout
-from srm.cli.tables import takeover_lines
+from srm.cli.options import add_command, add_json, add_timeout, positive_seconds
 from srm.config.settings import load_file
 from srm.errors import ConfigError, PermanentError, SrmError
 
@@ -77,8 +89,10 @@ def _parser() -> argparse.ArgumentParser:
         "--connect",
         action="store_true",
         help="also ask each cluster for its topics (Secrets Manager references are read): which answer, and which "
-        "topics each flow would replicate now; exit 1 when a cluster does not answer",
+        "topics each flow would replicate now; exit 1 when a cluster does not answer (one line on stderr each), 2 "
+        "when two aliases name one cluster",
     )
+    check.add_argument("-v", "--verbose", action="store_true", help="also each cluster's client settings")
     add_timeout(check, 5.0)
     takeover = add_command(sub, "takeover", _takeover)
     takeover.add_argument("--config", required=True, type=Path, help="the config file srm run will be given")
@@ -93,11 +107,12 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--config", type=Path, help="a node's config file: read the cluster's state from Kafka")
     status.add_argument("--topics", action="store_true", help="also list each flow's topics with their lag")
     add_json(status)
+    add_timeout(status, 10.0)
     metrics = add_command(sub, "metrics", _metrics)
     metrics.add_argument("--url", help="the metrics API's base URL (default: .srm-local/api.url of this directory)")
     metrics.add_argument("--once", action="store_true", help="print once and exit (default: refresh until Ctrl-C)")
     metrics.add_argument("--json", action="store_true", help="JSON: one document per refresh (with --once: one)")
-    metrics.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (default 5)")
+    metrics.add_argument("--interval", type=positive_seconds, default=5.0, help="seconds between refreshes (default 5)")
     demo = add_command(sub, "demo", _demo)
     demo.add_argument("--records", type=int, default=30_000, help="records per topic of the backlog")
     demo.add_argument("--keep-data", action="store_true", help="keep the clusters' data dirs afterwards")
@@ -109,6 +124,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "run":  # from now on, not once its imports are done: a stop is a stop from the start
+        args.stop = _stop_on_signals()
+    else:  # Ctrl-C as usual
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "aws_lambda_powertools", "matplotlib", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -133,6 +153,8 @@ def _run(args: argparse.Namespace) -> int:
     config = load_file(args.config)
     for warning in config.warnings:
         logging.warning(warning)
+    if args.stop.is_set():
+        return 0
     options = RuntimeOptions(
         endpoint_url=args.endpoint_url,
         store_port=args.store_port,
@@ -146,7 +168,16 @@ def _run(args: argparse.Namespace) -> int:
         api_port=None if args.no_api else args.api_port,
         workers=args.workers,
     )
-    return run(config, options)
+    return run(config, options, args.stop)
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM, even where SIGINT is ignored (a background job of a script), which would
+    leave Python's Ctrl-C unset."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
 
 
 def _workers(text: str) -> int:
@@ -160,8 +191,8 @@ def _workers(text: str) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    """validate a config file offline and show each cluster's client settings (secrets masked) and each flow's
-    filters"""
+    """validate a config file offline and show each flow's filters (with -v each cluster's client settings, secrets
+    masked)"""
     from srm.aws.secrets import secrets_manager_resolver
     from srm.control.check import check, print_report
 
@@ -170,8 +201,9 @@ def _check(args: argparse.Namespace) -> int:
         resolver=secrets_manager_resolver(_region()) if args.connect else None,
         connect=args.connect,
         timeout=args.timeout,
+        settings=args.verbose,
     )
-    return print_report(report, print)
+    return print_report(report, print, lambda line: print(f"srm: {line}", file=sys.stderr))
 
 
 def _takeover(args: argparse.Namespace) -> int:
@@ -186,6 +218,8 @@ def _takeover(args: argparse.Namespace) -> int:
     import json
 
     from srm.aws.secrets import secrets_manager_resolver
+    from srm.cli.tables import takeover_lines
+    from srm.control.check import require_clusters
     from srm.flow import Flow
     from srm.replication.takeover import take_over
 
@@ -193,7 +227,11 @@ def _takeover(args: argparse.Namespace) -> int:
     if bool(args.source) != bool(args.target):
         raise ConfigError("takeover: give both --source and --target, or neither")
     flows = [config.check_flow(args.source, args.target)] if args.source else list(config.enabled_flows())
+    missing = sorted(set(flows) - set(config.flows))
+    if missing:
+        raise ConfigError(f"no flow {missing[0]} in {args.config}: its flows are {', '.join(map(str, config.flows))}")
     resolver = secrets_manager_resolver(_region())
+    require_clusters(config, sorted({a for f in flows for a in f}), resolver, args.timeout)
     reports = [take_over(config, Flow(*f), resolver, dry_run=args.dry_run, timeout=args.timeout) for f in flows]
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
@@ -213,7 +251,7 @@ def _status(args: argparse.Namespace) -> int:
     from srm.cli.control import main as control
     from srm.local.store import STATE_DIR, local_store_url
 
-    options = [*(["--json"] if args.json else []), *(["--topics"] if args.topics else [])]
+    options = [*(["--json"] if args.json else []), *(["--topics"] if args.topics else []), f"--timeout={args.timeout}"]
     if args.config is None:
         if local_store_url(STATE_DIR) is None:
             raise ConfigError(
@@ -222,12 +260,20 @@ def _status(args: argparse.Namespace) -> int:
             )
         return control(["--local", "status", *options])
     from srm.aws.secrets import secrets_manager_resolver
+    from srm.control.check import answered_topics, check_distinct, probe_clusters
     from srm.local.nodes import kafka_store_spec
     from srm.local.tables.replicated import ReplicatedTables
     from srm.local.tables.server import TablesServer
 
     config = load_file(args.config)
-    spec = kafka_store_spec(config, secrets_manager_resolver(_region()), create=False)
+    resolver = secrets_manager_resolver(_region())
+    # every cluster asked once, side by side: the state may be on any, and one that does not answer is named
+    answers = probe_clusters(
+        config, [a for a in config.clusters if config.bootstrap_servers(a)], resolver, args.timeout
+    )
+    check_distinct(answers)
+    topics_of = answered_topics(config, answers, args.timeout)
+    spec = kafka_store_spec(config, resolver, create=False, topics_of=topics_of)
     tables = ReplicatedTables(spec.topic, spec.consumer, spec.producer)
     tables.start(60.0)
     server = TablesServer(tables)
@@ -245,13 +291,7 @@ def _metrics(args: argparse.Namespace) -> int:
     from srm.cli.metrics import watch
     from srm.local.api_client import MetricsApiClient, find_api_url
 
-    if args.interval <= 0:
-        raise ConfigError("--interval must be a positive number of seconds")
-    # Stopped by SIGINT or SIGTERM as srm run is, even when started where SIGINT is ignored (a background job of a
-    # script), which would leave Python's Ctrl-C unset
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = _stop_on_signals()  # as srm run is
     client = MetricsApiClient(find_api_url(args.url))
     watch(client, once=args.once, as_json=args.json, interval=args.interval, stop=stop)
     return 0

@@ -22,6 +22,7 @@ __all__ = [
     "METRICS_API_PEERS",
     "RESERVED_ALIASES",
     "client_properties",
+    "ignored_because",
     "is_known_key",
     "resolve",
 ]
@@ -32,50 +33,78 @@ SIDES = ("source", "target")
 # Kafka client settings that apply to every client of a cluster without a role prefix (MM2's CLIENT_CONFIG_DEF).
 _COMMON_CLIENT_KEYS = frozenset({"bootstrap.servers", "security.protocol", "client.id", "client.rack"})
 _COMMON_CLIENT_PREFIXES = ("ssl.", "sasl.")
-# Kafka Connect / MM2 driver settings that have no meaning in a serverless runtime: accepted, not used.
-_IGNORED_KEYS = frozenset(
-    {
-        "tasks.max",
-        "dedicated.mode.enable.internal.rest",
-        "emit.heartbeats.enabled.for.disabled.flows",
-        "sync.topic.acls.principal.mapping",
-        "admin.timeout.ms",
-        "consumer.poll.timeout.ms",
-        "topic.filter.class",
-        "group.filter.class",
-        "config.property.filter.class",
-        "forwarding.admin.class",
-        "config.providers",
-        "replication.policy.internal.topic.separator.enabled",
-        "use.defaults.from",
-        "metric.reporters",
-        "copy.source.offset.in.header.enabled",
-        "disable.source.topic.auto.creation",
-        "exactly.once.support",
-        "name",
-        "connector.class",
-        "source.cluster.alias",
-        "target.cluster.alias",
-    }
-)
-_IGNORED_PREFIXES = (
-    "offset.storage.",
-    "config.storage.",
-    "status.storage.",
-    "key.converter",
-    "value.converter",
-    "header.converter",
-    "workers.",
-    "connectors.",
-    "config.providers.",
-    "listeners",
-    "rest.",
-    "mm.",
-    "task.",
-    "worker.",
-    "errors.",
-    "offset.flush.",
-    "scheduled.rebalance.",
+# MM2 and Kafka Connect settings that have no meaning in a serverless runtime: accepted, so an mm2.properties works
+# as-is, but not used; `srm check` lists them with the reason. Each group: (why, keys, key prefixes).
+_IGNORED: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = (
+    (
+        "Kafka Connect runtime settings: srm runs no Connect workers (Lambda functions, or srm run's nodes, do)",
+        frozenset(
+            {
+                "tasks.max",
+                "dedicated.mode.enable.internal.rest",
+                "config.providers",
+                "metric.reporters",
+                "name",
+                "connector.class",
+            }
+        ),
+        (
+            "offset.storage.",
+            "config.storage.",
+            "status.storage.",
+            "key.converter",
+            "value.converter",
+            "header.converter",
+            "workers.",
+            "connectors.",
+            "config.providers.",
+            "listeners",
+            "rest.",
+            "mm.",
+            "task.",
+            "worker.",
+            "offset.flush.",
+            "scheduled.rebalance.",
+        ),
+    ),
+    (
+        "Kafka Connect error reporting: srm retries through the event source and dead-letters by errors.tolerance "
+        "and event.source.on.failure",
+        frozenset(
+            {
+                "errors.retry.timeout",
+                "errors.retry.delay.max.ms",
+                "errors.log.enable",
+                "errors.log.include.messages",
+            }
+        ),
+        ("errors.deadletterqueue.",),
+    ),
+    (
+        "Java classes srm cannot load: topics, groups and config.properties.exclude filter instead",
+        frozenset(
+            {"topic.filter.class", "group.filter.class", "config.property.filter.class", "forwarding.admin.class"}
+        ),
+        (),
+    ),
+    (
+        "MirrorMaker 2 driver settings srm has no use for (it takes aliases from the flow and sets its own timeouts)",
+        frozenset(
+            {
+                "emit.heartbeats.enabled.for.disabled.flows",
+                "sync.topic.acls.principal.mapping",
+                "admin.timeout.ms",
+                "consumer.poll.timeout.ms",
+                "replication.policy.internal.topic.separator.enabled",
+                "use.defaults.from",
+                "copy.source.offset.in.header.enabled",
+                "disable.source.topic.auto.creation",
+                "source.cluster.alias",
+                "target.cluster.alias",
+            }
+        ),
+        (),
+    ),
 )
 
 # Settings of the whole runtime, never of one flow or cluster.
@@ -91,8 +120,9 @@ GLOBAL_KEYS = (
 )
 # An alias prefixes its cluster's settings, so it cannot be the first word of another setting.
 RESERVED_ALIASES = frozenset(
-    {k.split(".")[0] for k in SETTING_KEYS | _IGNORED_KEYS | _COMMON_CLIENT_KEYS}
-    | {p.split(".")[0] for p in _IGNORED_PREFIXES + _COMMON_CLIENT_PREFIXES}
+    {k.split(".")[0] for k in SETTING_KEYS | _COMMON_CLIENT_KEYS}
+    | {k.split(".")[0] for _, keys, prefixes in _IGNORED for k in (*keys, *prefixes)}
+    | {p.split(".")[0] for p in _COMMON_CLIENT_PREFIXES}
     | set(CLIENT_ROLES)
     | set(SIDES)
     | {"clusters"}
@@ -165,15 +195,19 @@ def client_properties(
 # ---------------------------------------------------------------------------------------------------------------
 def is_known_key(key: str) -> bool:
     """A key that may follow an ``<alias>.`` or ``a->b.`` prefix, or stand globally."""
-    return key in SETTING_KEYS or _is_client_key(key) or _is_ignored(key)
+    return key in SETTING_KEYS or _is_client_key(key) or ignored_because(key) is not None
 
 
 def _is_common_client_key(key: str) -> bool:
     return key in _COMMON_CLIENT_KEYS or key.startswith(_COMMON_CLIENT_PREFIXES)
 
 
-def _is_ignored(key: str) -> bool:
-    return key in _IGNORED_KEYS or key.startswith(_IGNORED_PREFIXES)
+def ignored_because(key: str) -> str | None:
+    """Why SRM ignores a key that may follow an ``<alias>.`` or ``a->b.`` prefix; None: it does not."""
+    for reason, keys, prefixes in _IGNORED:
+        if key in keys or key.startswith(prefixes):
+            return reason
+    return None
 
 
 def _is_client_key(key: str) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 
 from srm.errors import ConfigError
 
-__all__ = ["Properties", "parse_properties_text", "parse_yaml_text"]
+__all__ = ["Properties", "decode_text", "parse_config_bytes", "parse_properties_text", "parse_yaml_text"]
 
 _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 
@@ -63,6 +63,37 @@ def _to_str(value: Any) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # Parsing
 # ---------------------------------------------------------------------------------------------------------------
+def decode_text(data: bytes, source: str) -> str:
+    """A file's bytes as text: UTF-8 (a leading byte order mark dropped, as editors on Windows write one), or a
+    :class:`ConfigError` naming the first offending byte, its offset and line."""
+    if b"\x00" in data:  # no text editor writes NUL: a binary file, or UTF-16
+        at = data.index(b"\x00")
+        hint = "; it looks like UTF-16: save it as UTF-8" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ConfigError(f"not a text file (a NUL byte at offset {at}){hint}", origin=_line_of(data, at, source))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); save the file as UTF-8",
+            origin=_line_of(data, e.start, source),
+        ) from None
+
+
+def _line_of(data: bytes, offset: int, source: str) -> str:
+    line = data.count(b"\n", 0, offset) + 1
+    return f"{source}:{line}"
+
+
+def parse_config_bytes(data: bytes, source: str) -> Properties:
+    """A configuration file's content, in the format its name's extension says (``.yaml``/``.yml`` or
+    ``.properties``)."""
+    if source.endswith((".yaml", ".yml")):
+        return parse_yaml_text(decode_text(data, source), source)
+    if source.endswith(".properties"):
+        return parse_properties_text(decode_text(data, source), source)
+    raise ConfigError("unknown config format: use .yaml/.yml or .properties (mm2.properties)", origin=source)
+
+
 def _unescape(text: str) -> str:
     out, i = [], 0
     while i < len(text):
@@ -127,6 +158,11 @@ def parse_yaml_text(text: str, source: str = "<yaml>") -> Properties:
 
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.reader.ReaderError as e:  # a control character: its str() spans lines and has no mark
+        line = text.count("\n", 0, e.position) + 1
+        raise ConfigError(
+            f"not valid YAML: control character 0x{e.character:02x} ({e.reason})", origin=f"{source}:{line}"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source

@@ -78,6 +78,8 @@ def default_secret_resolver(provider: str, path: str) -> str:
                 text = f.read()
         except OSError as e:
             raise ConfigError(f"${{file:{path}}}: cannot read {file_path}: {e.strerror}") from None
+        except UnicodeDecodeError as e:  # not decode_text's message: the offending byte would be part of a secret
+            raise ConfigError(f"${{file:{path}}}: {file_path} is not UTF-8 text (at offset {e.start})") from None
         if not key:
             return text.strip()
         values = parse_properties_text(text, file_path)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from srm.config.clients import validate_client_values
 from srm.config.flow_settings import SETTING_KEYS, FlowSettings
 from srm.config.keys import (
     CLIENT_ROLES,
@@ -31,11 +32,12 @@ from srm.config.keys import (
     METRICS_API_PEERS,
     RESERVED_ALIASES,
     client_properties,
+    ignored_because,
     is_known_key,
     resolve,
 )
 from srm.config.nodes import NodeSettings
-from srm.config.parsing import Properties, parse_properties_text, parse_yaml_text
+from srm.config.parsing import Properties, parse_config_bytes
 from srm.config.secrets import MASK, is_sensitive
 from srm.core.filters import FilterError, ReplicateDecision, parse_list
 from srm.core.loops import identity_loops
@@ -62,16 +64,10 @@ def load_file(path: str | Path) -> SrmConfig:
     """Read, parse and validate a configuration file; the format follows the extension."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except OSError as e:
         raise ConfigError(f"cannot read config file: {e.strerror}", origin=str(p)) from None
-    if p.suffix in (".yaml", ".yml"):
-        props = parse_yaml_text(text, str(p))
-    elif p.suffix == ".properties":
-        props = parse_properties_text(text, str(p))
-    else:
-        raise ConfigError("unknown config format: use .yaml/.yml or .properties (mm2.properties)", origin=str(p))
-    return SrmConfig.from_properties(props)
+    return SrmConfig.from_properties(parse_config_bytes(data, str(p)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -85,6 +81,7 @@ class SrmConfig:
     clusters: tuple[str, ...]
     flows: tuple[Flow, ...]  # every replication named in the config, enabled or not
     warnings: tuple[str, ...] = ()
+    ignored: tuple[tuple[str, str], ...] = ()  # (key, why SRM ignores it): MM2 and Connect settings it has no use for
 
     @classmethod
     def from_properties(cls, props: Properties) -> SrmConfig:
@@ -119,6 +116,15 @@ class SrmConfig:
 
         flows: list[Flow] = []
         warnings: list[str] = []
+        ignored: list[tuple[str, str]] = []
+
+        def note(key: str, setting: str, origin: str) -> None:
+            """An unknown setting is a warning; an MM2 or Connect one SRM has no use for is listed with the reason."""
+            if not is_known_key(setting):
+                warnings.append(_unknown_key_warning(key, setting, origin))
+            elif reason := ignored_because(setting):
+                ignored.append((key, reason))
+
         for key in props:
             origin = props.origin(key)
             m = _FLOW_RE.match(key)
@@ -135,15 +141,16 @@ class SrmConfig:
                     )
                 if Flow(source, target) not in flows:
                     flows.append(Flow(source, target))
-                if not is_known_key(rest):
-                    warnings.append(_unknown_key_warning(key, rest, origin))
+                note(key, rest, origin)
                 continue
-            if key == "clusters" or key in GLOBAL_KEYS or is_known_key(key):
+            if key == "clusters" or key in GLOBAL_KEYS:
+                continue
+            if is_known_key(key):
+                note(key, key, origin)
                 continue
             head, _, rest = key.partition(".")
             if head in clusters:
-                if not is_known_key(rest):
-                    warnings.append(_unknown_key_warning(key, rest, origin))
+                note(key, rest, origin)
                 continue
             if "->" in key:
                 raise ConfigError(
@@ -156,7 +163,7 @@ class SrmConfig:
                 raise ConfigError(_unknown_alias(head, clusters, key), key=key, origin=origin)
             warnings.append(_unknown_key_warning(key, key, origin))
 
-        config = cls(props, tuple(clusters), tuple(flows), tuple(warnings))
+        config = cls(props, tuple(clusters), tuple(flows), tuple(warnings), tuple(ignored))
         for source, target in config.flows:
             config.settings(source, target)  # validates every replication's settings up front
             config.policy(source, target)
@@ -169,6 +176,7 @@ class SrmConfig:
                     key=f"{alias}.bootstrap.servers",
                     origin=props.source,
                 )
+        validate_client_values(props, clusters, config.flows)
         _refuse_identity_loops(config)
         _refuse_uncommitted_reads(config)
         config.metrics_aggregation_interval_seconds()

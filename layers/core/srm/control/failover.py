@@ -6,14 +6,14 @@ from __future__ import annotations
 import contextlib
 import time
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
 from srm.errors import PermanentError, SrmError
 from srm.flow import Flow
-from srm.kafka.admin import group_offsets
+from srm.kafka.admin import KafkaUnavailableError, group_offsets
 from srm.kafka.clients import admin_config, build
 from srm.mm2.client import CheckpointedOffset, MirrorClient
 from srm.state import StateStore
@@ -47,6 +47,10 @@ def failover_offsets(
         found = reader.remote_consumer_offsets(group, source, timeout)
     except LookupError as e:
         raise NoOffsetsError(f"{e}; is {source}->{target} enabled and emitting checkpoints?") from None
+    except KafkaException as e:  # the checkpoints are only on the target: without it there is no answer
+        raise KafkaUnavailableError(
+            f"cluster {target} ({config.bootstrap_servers(target)}) does not answer within {timeout:g}s: {_reason(e)}"
+        ) from None
     if found:
         return sorted(found.values(), key=lambda c: (c.topic, c.partition))
     notes: list[str] = []
@@ -121,6 +125,11 @@ def _why_no_checkpoint(
         f"no checkpoint of group {group} on {target} yet; they are emitted every "
         f"{settings.emit_checkpoints_interval_seconds:g}s (emit.checkpoints.interval.seconds)"
     )
+
+
+def _reason(e: KafkaException) -> str:
+    error = e.args[0] if e.args else None
+    return error.str() if isinstance(error, KafkaError) else str(e)
 
 
 def export_csv(offsets: list[CheckpointedOffset]) -> str:

@@ -8,6 +8,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -26,6 +27,7 @@ from srm.core.plans import TopicInfo, config_changes, explicit_configs, replicab
 from srm.errors import RetriableError
 
 __all__ = [
+    "ClusterMetadata",
     "ConnectionErrors",
     "GroupOffsets",
     "KafkaAccessError",
@@ -39,7 +41,7 @@ __all__ = [
     "group_offsets",
     "list_topics",
     "max_message_bytes",
-    "probe_topics",
+    "probe_cluster",
     "sync_topic_configs",
 ]
 
@@ -48,15 +50,26 @@ log = logging.getLogger(__name__)
 
 def list_topics(admin: AdminClient, timeout: float = 15.0) -> dict[str, TopicInfo]:
     """Every topic of the cluster with its partition count (one metadata request)."""
+    return _metadata(admin, timeout).topics
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    cluster_id: str | None  # None: a broker too old to tell
+    topics: dict[str, TopicInfo]
+
+
+def _metadata(admin: AdminClient, timeout: float) -> ClusterMetadata:
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as e:
         raise KafkaUnavailableError(f"cannot list topics: {e.args[0]}") from e
-    return {
+    topics = {
         name: TopicInfo(name, len(t.partitions))
         for name, t in md.topics.items()
         if t.error is None or t.error.code() == KafkaError.NO_ERROR
     }
+    return ClusterMetadata(md.cluster_id or None, topics)
 
 
 def broker_count(admin: AdminClient, timeout: float = 15.0) -> int:
@@ -119,14 +132,15 @@ class ConnectionErrors:
         return _STATE_SUFFIX.sub("", errors[-1].str()) if errors else None
 
 
-def probe_topics(admin: AdminClient, errors: ConnectionErrors, timeout: float) -> dict[str, TopicInfo]:
-    """:func:`list_topics` of a client built with ``errors`` as its ``error_cb``, giving up as soon as the cluster
-    refuses it (:class:`KafkaAccessError`: librdkafka would retry until ``timeout``, and only say "transport
-    failure"), or with :class:`KafkaUnavailableError` naming the last connection error after ``timeout``."""
+def probe_cluster(admin: AdminClient, errors: ConnectionErrors, timeout: float) -> ClusterMetadata:
+    """The cluster's id and topics (:func:`list_topics`), asked of a client built with ``errors`` as its ``error_cb``;
+    gives up as soon as the cluster refuses it (:class:`KafkaAccessError`: librdkafka would retry until ``timeout``,
+    and only say "transport failure"), or with :class:`KafkaUnavailableError` naming the last connection error after
+    ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return list_topics(admin, timeout=max(0.05, min(0.5, deadline - time.monotonic())))
+            return _metadata(admin, timeout=max(0.05, min(0.5, deadline - time.monotonic())))
         except KafkaUnavailableError as e:
             admin.poll(0)  # serves the error callback
             refusal = errors.refusal()

@@ -28,9 +28,11 @@ from srm.flow import Flow
 from srm.kafka.librdkafka import librdkafka_config
 
 __all__ = [
+    "CLIENT_LOG",
     "Acks",
     "KafkaClients",
     "admin_config",
+    "client_logging",
     "consumer_config",
     "produce",
     "produce_and_wait",
@@ -77,7 +79,7 @@ def producer_config(
     enforced = {"enable.idempotence": "true", "acks": "all", "allow.auto.create.topics": "false"}
     if base.get("acks") == "-1":
         base["acks"] = "all"
-    return _with(base, defaults, enforced, f"{alias} producer")
+    return client_logging(_with(base, defaults, enforced, f"{alias} producer"))
 
 
 def consumer_config(
@@ -98,7 +100,7 @@ def consumer_config(
     conf = _with(base, defaults, {"enable.auto.commit": "false"}, f"{alias} consumer")
     conf["group.id"] = group_id
     conf.setdefault("enable.auto.offset.store", "false")
-    return conf
+    return client_logging(conf)
 
 
 def admin_config(
@@ -107,38 +109,57 @@ def admin_config(
     flow: Flow | None = None,
     resolver: SecretResolver = default_secret_resolver,
 ) -> dict[str, Any]:
-    return librdkafka_config(config.client(alias, "admin", flow), config, resolver)
+    return client_logging(librdkafka_config(config.client(alias, "admin", flow), config, resolver))
 
 
-class _OncePerMinute(logging.Filter):
-    """librdkafka repeats the same complaint (a refused connection) several times a second; one a minute is news."""
+class _ClientLogFilter(logging.Filter):
+    """librdkafka's log lines as srm's: its ERR level a WARNING (a broker that does not answer is retried, not an
+    error of srm's), and one line per facility and broker thread a minute — a refused connection is logged by every
+    client several times a second — the next one saying how many were left out."""
 
     def __init__(self, seconds: float = 60.0) -> None:
         super().__init__()
         self.seconds = seconds
-        self._last: dict[str, float] = {}
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # (facility, thread) → (shown at, left out since)
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = re.sub(r"\d+", "#", record.getMessage())
+        args = record.args if isinstance(record.args, tuple) else ()
+        facility = str(args[0]) if args else ""
+        text = str(args[2]) if len(args) > 2 else record.getMessage()
+        thread = _THREAD.match(text)
+        key = (facility, thread.group(1) if thread else re.sub(r"\d+", "#", text))
         now = time.monotonic()
         with self._lock:
-            if now - self._last.get(key, -self.seconds) < self.seconds:
+            shown, left_out = self._last.get(key, (-self.seconds, 0))
+            if now - shown < self.seconds:
+                self._last[key] = (shown, left_out + 1)
                 return False
-            self._last[key] = now
+            self._last[key] = (now, 0)
+        if record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+        if left_out:
+            record.msg = f"{record.msg} ({left_out} more like it in the last {now - shown:.0f}s)"
         return True
 
 
-# Where librdkafka's own log lines go (instead of straight to stderr), deduplicated.
+_THREAD = re.compile(r"\[thrd:([^\]]*)\]")
+# Where every client's librdkafka log lines go (instead of straight to stderr): :func:`client_logging`.
 CLIENT_LOG = logging.getLogger("srm.kafka.client")
-CLIENT_LOG.addFilter(_OncePerMinute())
+CLIENT_LOG.addFilter(_ClientLogFilter())
+
+
+def client_logging(conf: dict[str, Any]) -> dict[str, Any]:
+    """``conf`` with librdkafka's log lines routed to :data:`CLIENT_LOG`; they are served by the client's poll
+    (flush, consume), so a client nobody polls keeps them queued: its owner polls it now and then, or sets
+    ``log_level`` 0."""
+    return {**conf, "logger": CLIENT_LOG}
 
 
 def build(kind: type, conf: dict[str, Any], config: SrmConfig, alias: str, role: str) -> Any:
-    """Construct a client, turning librdkafka's config complaints into a ConfigError naming the setting; its log
-    lines go to :data:`CLIENT_LOG`."""
+    """Construct a client, turning librdkafka's config complaints into a ConfigError naming the setting."""
     try:
-        client = kind({**conf, "logger": CLIENT_LOG})
+        client = kind(client_logging(conf))
         if "oauth_cb" in conf and hasattr(client, "poll"):
             client.poll(0)  # confluent-kafka before 2.13 signs the first token only from poll
         return client
@@ -305,6 +326,8 @@ class KafkaClients:
         with self._lock:
             cached = self._clients.get(key)
             if cached is not None and cached[0] == conf:
+                if isinstance(cached[1], AdminClient):
+                    cached[1].poll(0)  # its log lines wait for a poll, and its users never poll it
                 if not (isinstance(cached[1], _Producer) and cached[1].unusable()):
                     return cached[1]
                 log.warning(

@@ -16,12 +16,10 @@ import boto3
 import botocore.session
 from botocore.credentials import CredentialProvider, Credentials
 
+from srm.config.clients import IAM_LOGIN_MODULES
+
 __all__ = ["IAM_LOGIN_MODULES", "MskIamSigner", "is_iam_jaas", "region_of", "signer_from_jaas"]
 
-IAM_LOGIN_MODULES = (
-    "software.amazon.msk.auth.iam.IAMLoginModule",
-    "software.amazon.msk.auth.iam.IAMOAuthBearerLoginModule",
-)
 # b-1.name.abc123.c2.kafka.eu-west-1.amazonaws.com, boot-abc.c1.kafka-serverless.us-east-1.amazonaws.com (also the
 # .amazonaws.com.cn partition), and a cluster ARN arn:aws:kafka:eu-west-1:123456789012:cluster/name/uuid.
 _HOST_REGION = re.compile(r"\.kafka(?:-serverless)?\.([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com")

@@ -140,7 +140,8 @@ def main() -> int:
         _archive_run(Path(sys.argv[2]))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    for noisy in ("py4j", "botocore"):  # botocore: "Found credentials …", "Found endpoint …" at every start
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     metrics_dir = Path(os.environ["SRM_METRICS_DIR"])
     interval = float(os.environ.get("SRM_METRICS_INTERVAL_SECONDS", "60"))
     table = metrics_table(os.environ.get("SRM_METRICS_TABLE", "srm-metrics"), os.environ.get("AWS_ENDPOINT_URL"))

@@ -109,13 +109,15 @@ def kafka_store_spec(
     create: bool = True,
     metrics: bool = False,
     known: str | None = None,
+    topics_of: Callable[[str], Iterable[str]] | None = None,
 ) -> KafkaStoreSpec:
     """Where the cluster's shared state is, its topics created there if missing (``create``; else a missing one is
     an error), the raw metrics' topic beside it with ``metrics``.
 
     The cluster: ``nodes.store.cluster``; else ``known`` (where this node found it before); else the one of the
     flows' clusters that holds the topic (:func:`locate_store`); else, for a new cluster of nodes, the first enabled
-    flow's target — or, when that one does not answer, the first cluster that does (said in a warning)."""
+    flow's target — or, when that one does not answer, the first cluster that does (said in a warning). ``topics_of``
+    gives a cluster's topics (raising when it does not answer) when they were just asked for: each is asked else."""
     nodes = config.nodes()
     topic = nodes.topic
     flows = config.enabled_flows() or list(config.flows)
@@ -124,11 +126,14 @@ def kafka_store_spec(
         conf = {**admin_config(config, alias, resolver=resolver), "log_level": "0"}
         return build(AdminClient, conf, config, alias, "admin")  # type: ignore[no-any-return]
 
+    def topics(alias: str) -> Iterable[str]:
+        return topics_of(alias) if topics_of else list_topics(admin(alias), timeout=10.0)
+
     default = nodes.default_store_cluster(flows) or sorted(config.clusters)[0]
     alias = nodes.store_cluster or (known if known in config.clusters else None)
     if alias is None:
         candidates = [default, *sorted({a for f in flows for a in f} - {default})]
-        found, answered = locate_store(topic, candidates, lambda a: list_topics(admin(a), timeout=10.0))
+        found, answered = locate_store(topic, candidates, topics)
         alias = found or (default if default in answered or not answered else answered[0])
         if found is None and alias != default:
             log.warning(
@@ -141,7 +146,7 @@ def kafka_store_spec(
             )
     if create:
         ensure_store_topics(config, alias, admin, metrics=metrics)
-    elif topic not in list_topics(admin(alias), timeout=10.0):
+    elif topic not in topics(alias):
         raise ConfigError(f"no state of {nodes.group_id} on cluster {alias} ({topic}): has srm run run there?")
     return KafkaStoreSpec(
         alias,
@@ -152,26 +157,29 @@ def kafka_store_spec(
     )
 
 
-def ensure_store_topics(config: SrmConfig, alias: str, admin: Callable[[str], AdminClient], *, metrics: bool) -> bool:
-    """Create the state's topic (and the raw metrics') on ``alias`` if missing; False (warned) when the cluster
-    does not answer now."""
+def ensure_store_topics(
+    config: SrmConfig, alias: str, admin: Callable[[str], AdminClient], *, metrics: bool, warn: bool = True
+) -> bool:
+    """Create the state's topic (and the raw metrics') on ``alias`` if missing; False (warned, with ``warn``) when the
+    cluster does not answer now."""
     nodes = config.nodes()
     flows = config.enabled_flows() or list(config.flows)
     rf = config.settings(*flows[0]).checkpoints_topic_replication_factor if flows else 3
     topics = {nodes.topic: _STORE_TOPIC_CONFIGS, state_topic(nodes.group_id): _STORE_TOPIC_CONFIGS}
     if metrics:
         topics[metrics_topic(nodes.group_id)] = _METRICS_TOPIC_CONFIGS
+    level = logging.WARNING if warn else logging.DEBUG
     for name, configs in topics.items():
         try:
             if ensure_topic(admin(alias), name, 1, rf, configs, timeout=10.0):
                 log.info("topic %s created on cluster %s", name, alias)
         except KafkaException as e:
             if e.args and getattr(e.args[0], "code", lambda: None)() in _UNREACHABLE:
-                log.warning("cannot create %s on cluster %s now (it does not answer): %s", name, alias, e)
+                log.log(level, "cannot create %s on cluster %s now (it does not answer): %s", name, alias, e)
                 return False
             raise ConfigError(f"cannot create the topic {name} on cluster {alias}: {e}") from None
         except Exception as e:
-            log.warning("cannot create %s on cluster %s now: %s", name, alias, e)
+            log.log(level, "cannot create %s on cluster %s now: %s", name, alias, e)
             return False
     return True
 

@@ -11,6 +11,7 @@ committed so far, with the offset runs and checkpoints the store kept.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,10 @@ from srm.aws.state import create_state_table
 from srm.config.parsing import Properties
 from srm.config.secrets import default_secret_resolver, is_plain_secret
 from srm.config.settings import SrmConfig
+from srm.control.check import ClusterAnswer, answered_topics, check_distinct, probe_clusters
 from srm.errors import PermanentError
 from srm.flow import Flow
-from srm.kafka.admin import ConnectionErrors, KafkaAccessError, KafkaUnavailableError, probe_topics
+from srm.kafka.admin import KafkaAccessError
 from srm.kafka.clients import admin_config, build
 from srm.kafka.state import KafkaState, state_topic
 from srm.local.nodes import (
@@ -54,6 +56,9 @@ __all__ = ["FENCED_EXIT", "LocalRuntime", "NodeFencedError", "RuntimeOptions"]
 log = logging.getLogger(__name__)
 
 _STABLE_S = 10.0  # a worker that exits sooner after its start is restarted with a growing delay
+_PROBE_S = 5.0  # how long the start waits for each cluster (side by side) before it warns and goes on
+_RETRY_S = 5.0  # how often the start tries again to create the state's topics
+_WARN_AGAIN_S = (5.0, 300.0)  # the state that cannot be read is said after 5 s, then 10, 20 … at most every 5 min
 FENCED_EXIT = 75  # a worker's exit status once another node took over its node id
 
 
@@ -120,19 +125,24 @@ class LocalRuntime:
         self.presence: NodePresence | None = None
         self.fenced: str | None = None  # set when a worker was fenced: the node stops
         self._store_alias: str | None = None  # the cluster holding the shared state (the kafka store)
+        self._answers: dict[str, ClusterAnswer] = {}  # the clusters as the start found them
+        self._lifecycle = threading.Lock()  # start() (in its thread) makes what stop() undoes: one at a time
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self, stop: threading.Event | None = None) -> None:
         """Start the store, claim the node's id, load the config and start the workers; waits (until ``stop``)
-        while the cluster holding the shared state does not answer."""
+        while the cluster holding the shared state does not answer. Raises :class:`_Stopped` once ``stop`` is set,
+        at the next step: :func:`run` runs it in a thread of its own, so that no step delays a stop."""
+        stop = stop or threading.Event()
         self._check_clusters()
         if self.endpoint_url is None:
             kafka = self._kafka_store() if self.options.store == "kafka" else None
-            self._store = LocalStore(self.options.store_port, self.options.state_dir, self.options.store, kafka)
-            self.endpoint_url = self._store.start()
+            with self._unless(stop):
+                self._store = LocalStore(self.options.store_port, self.options.state_dir, self.options.store, kafka)
+                self.endpoint_url = self._store.start()
             self._note_config_path()
             if kafka is not None:
-                self._wait_for_state(kafka, stop or threading.Event())
+                self._wait_for_state(kafka, stop)
         dynamodb = boto3.client(
             "dynamodb",
             region_name=self.options.region,
@@ -145,22 +155,33 @@ class LocalRuntime:
         if self._store_alias is not None:
             upgrade_state(dynamodb, self.options.state_table, self._open_state)
         create_metrics_table(dynamodb, self.options.metrics_table)  # the API reads it, with or without metrics
-        self.presence = NodePresence(
-            Nodes(dynamodb, self.options.state_table, self.nodes.group_id),
-            self.node_id,
-            self.options.state_dir.resolve().parent,
-        )
-        self.presence.claim()
+        with self._unless(stop):
+            self.presence = NodePresence(
+                Nodes(dynamodb, self.options.state_table, self.nodes.group_id),
+                self.node_id,
+                self.options.state_dir.resolve().parent,
+            )
+            self.presence.claim()
         log.info("node %s of cluster %s", self.node_id, self.nodes.group_id)
-        if self.options.metrics and self.options.aggregation:
-            self._start_aggregator()
         self.config_store = ConfigStore(dynamodb, self.options.config_table, cache_seconds=0)
         self.config_store.replace_all(self.config, author="srm run")
         log.info("store at %s; config loaded into %s", self.endpoint_url, self.options.config_table)
-        if self.options.api_port is not None:
-            self.api_port = self.options.api_port or free_port()  # kept across restarts of the API process
-            self._start_api()
-        self.reconcile()
+        with self._unless(stop):  # the processes: none is started once stop() has run
+            if self.options.metrics and self.options.aggregation:
+                self._start_aggregator()
+            if self.options.api_port is not None:
+                self.api_port = self.options.api_port or free_port()  # kept across restarts of the API process
+                self._start_api()
+            self.reconcile()
+
+    @contextlib.contextmanager
+    def _unless(self, stop: threading.Event) -> Iterator[None]:
+        """A step of :meth:`start` that makes something :meth:`stop` must undo: not taken once ``stop`` is set, and
+        never while :meth:`stop` runs (from another thread)."""
+        with self._lifecycle:
+            if stop.is_set():
+                raise _Stopped()
+            yield
 
     @property
     def metrics_dir(self) -> Path:
@@ -169,7 +190,10 @@ class LocalRuntime:
     def _kafka_store(self) -> KafkaStoreSpec:
         """The cluster and topic of the shared state, the topic created if missing (with the raw metrics' topic)."""
         known = known_store_cluster(self.nodes.topic, self.options.state_dir)
-        spec = kafka_store_spec(self.config, self._resolve_secret, metrics=self.options.metrics, known=known)
+        topics_of = answered_topics(self.config, self._answers, _PROBE_S)  # where the state is: asked at the start
+        spec = kafka_store_spec(
+            self.config, self._resolve_secret, metrics=self.options.metrics, known=known, topics_of=topics_of
+        )
         self._store_alias = spec.alias
         return spec
 
@@ -186,24 +210,35 @@ class LocalRuntime:
         return KafkaState.on_cluster(self.config, self._store_alias, topic, self._resolve_secret).start()
 
     def _wait_for_state(self, spec: KafkaStoreSpec, stop: threading.Event) -> None:
-        """Wait until the state was read, saying once why it is not; its topics are created meanwhile if they
-        could not be (the cluster did not answer)."""
+        """Wait until the state was read, saying why it is not ever less often (:data:`_WARN_AGAIN_S`); its topics
+        are created meanwhile (every few seconds, said only with the warning) if they could not be."""
         assert self._store is not None
         started = time.monotonic()
-        warned = False
-        while not self._store.wait_ready(5.0):
+        interval, cap = _WARN_AGAIN_S
+        warn_at = retry_at = started + interval
+        created = False
+        while not self._store.wait_ready(0.5):
             if stop.is_set():
                 raise _Stopped()
-            if not warned:
-                warned = True
+            now = time.monotonic()
+            warn = now >= warn_at
+            if warn:
                 log.warning(
-                    "the state of %s on cluster %s (%s) cannot be read yet: %s; srm run goes on when it can",
+                    "the state of %s on cluster %s (%s) cannot be read yet (for %.0fs): %s; srm run goes on when it "
+                    "can",
                     self.nodes.group_id,
                     spec.alias,
                     self.config.bootstrap_servers(spec.alias),
+                    now - started,
                     self._store.problem(),
                 )
-            ensure_store_topics(self.config, spec.alias, self._admin, metrics=self.options.metrics)
+                interval = min(cap, interval * 2)
+                warn_at = now + interval
+            if not created and (warn or now >= retry_at):
+                created = ensure_store_topics(
+                    self.config, spec.alias, self._admin, metrics=self.options.metrics, warn=warn
+                )
+                retry_at = time.monotonic() + _RETRY_S
         tables = len(self._store.tables_read())
         log.info(
             "state of %s on cluster %s (topic %s): %d table(s) read in %.1fs",
@@ -247,28 +282,23 @@ class LocalRuntime:
         self._api = subprocess.Popen([sys.executable, "-m", "srm.local.api_server"], env=env, stdin=subprocess.DEVNULL)
 
     def _check_clusters(self) -> None:
-        """Fail fast on settings librdkafka rejects, and on a cluster that refuses srm's credentials or certificates
-        (as MM2's Java clients stop on an authentication failure); warn (and keep going) when a cluster does not
-        answer."""
-        for alias in sorted({a for f in self.config.enabled_flows() for a in f}):
-            errors = ConnectionErrors()
-            # librdkafka's own log lines would repeat what the probe reports
-            conf = {
-                **admin_config(self.config, alias, resolver=self._resolve_secret),
-                "error_cb": errors,
-                "log_level": "0",
-            }
-            admin = build(_admin_kind(), conf, self.config, alias, "admin")
-            try:
-                probe_topics(admin, errors, timeout=5.0)
-            except KafkaAccessError as e:
-                raise KafkaAccessError(f"cluster {alias} refuses the connection: {e}") from None
-            except KafkaUnavailableError as e:
+        """Fail fast on settings librdkafka rejects, on a cluster that refuses srm's credentials or certificates
+        (as MM2's Java clients stop on an authentication failure) and on two aliases of one cluster; warn (and keep
+        going) when a cluster does not answer. Every cluster is asked (the state may be on any), side by side."""
+        used = {a for f in self.config.enabled_flows() for a in f}
+        probed = [a for a in sorted(self.config.clusters) if self.config.bootstrap_servers(a)]
+        answers = self._answers = probe_clusters(self.config, probed, self._resolve_secret, timeout=_PROBE_S)
+        for alias, answer in answers.items():
+            if answer.refused is not None and alias in used:
+                raise KafkaAccessError(f"cluster {alias} refuses the connection: {answer.refused}")
+        check_distinct(answers)
+        for alias, answer in answers.items():
+            if answer.silent is not None and alias in used:
                 log.warning(
                     "cluster %s (%s) does not answer yet (%s); replication starts when it does",
                     alias,
                     self.config.bootstrap_servers(alias),
-                    e,
+                    answer.silent,
                 )
 
     def _resolve_secret(self, provider: str, path: str) -> str:
@@ -379,6 +409,10 @@ class LocalRuntime:
         }
 
     def stop(self, timeout: float = 10.0) -> None:
+        with self._lifecycle:
+            self._stop(timeout)
+
+    def _stop(self, timeout: float) -> None:
         workers, self._workers = list(self._workers.values()), {}
         for helper in (self._aggregator, self._api):
             if helper is not None:
@@ -432,23 +466,41 @@ def _admin_kind() -> Any:
     return AdminClient
 
 
-def run(config: SrmConfig, options: RuntimeOptions) -> int:
-    """Run until SIGINT/SIGTERM; 0 on a clean stop."""
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+def run(config: SrmConfig, options: RuntimeOptions, stop: threading.Event) -> int:
+    """Run until ``stop`` is set (by SIGINT/SIGTERM); 0 on a clean stop, during the start too."""
     runtime = LocalRuntime(config, options)
     try:
-        runtime.start(stop)
+        if not _start(runtime, stop):
+            log.info("stopped while starting")
+            return 0
         flows = ", ".join(str(Flow(*f)) for f in runtime.config.enabled_flows()) or "none enabled"
         log.info("running %s; stop with Ctrl-C", flows)
         runtime.run_until(stop)
-    except _Stopped:
-        log.info("stopped before the state could be read")
     finally:
         runtime.stop()
     return 0
+
+
+def _start(runtime: LocalRuntime, stop: threading.Event) -> bool:
+    """Start ``runtime`` in a thread of its own; False when stopped first. A start waits for clusters (a metadata
+    request, a topic created) up to seconds each, and a signal is only handled in the main thread once such a call
+    returns: waiting here instead, a stop is prompt. The thread is left to its call: it takes no step once stopped,
+    and being a daemon it does not delay the exit."""
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            runtime.start(stop)
+        except _Stopped:
+            pass
+        except BaseException as e:  # raised in the main thread, as if started there
+            failed.append(e)
+
+    thread = threading.Thread(target=start, name="srm-start", daemon=True)
+    thread.start()
+    while thread.is_alive() and not stop.wait(0.2):
+        pass
+    thread.join(1.0 if stop.is_set() else None)  # a step that had ended by now is undone by stop()
+    if failed:
+        raise failed[0]
+    return not stop.is_set()

@@ -339,6 +339,7 @@ def main() -> int:
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("botocore").setLevel(logging.WARNING)  # "Found credentials …", "Found endpoint …" at every start
     from srm.handlers import mirror
 
     try:

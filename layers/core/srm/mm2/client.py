@@ -99,7 +99,7 @@ class MirrorClient:
         """The latest checkpoint of ``group`` per local topic-partition, from ``<remote_alias>.checkpoints.internal``.
         Raises LookupError when that topic does not exist here."""
         topic = self.policy.checkpoints_topic(remote_alias)
-        if topic not in self.list_topics():
+        if topic not in self.list_topics(timeout):
             raise LookupError(f"no checkpoints topic {topic}: nothing replicates consumer groups from {remote_alias}")
         consumer = Consumer(
             {
