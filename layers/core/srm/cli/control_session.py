@@ -96,6 +96,8 @@ class Session:
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         if not region:
             region = boto3.session.Session().region_name
+        if not region and _loopback(self.endpoint_url):  # a store on this host answers in any region
+            region = LOCAL_REGION
         if not region:
             raise UsageError("no AWS region: set AWS_DEFAULT_REGION or pass --region")
         return region
