@@ -19,9 +19,9 @@ TEMPLATES := template.yaml template-monitoring.yaml
 # suite's progress shows as it runs.
 MAKEFLAGS += --jobs=4
 
-.PHONY: install kafka chromium demo test test-quick lint bench clean
+.PHONY: install kafka chromium lambda-runtime demo test test-quick lint bench clean
 
-install: $(STAMP) kafka $(SAM_VENV)/bin/sam chromium
+install: $(STAMP) kafka $(SAM_VENV)/bin/sam chromium lambda-runtime
 
 # Apache Kafka for the local clusters (tests, demo, bench), the pinned version and the compatibility tier's, from
 # Maven Central with infra/kafka/pom.xml; once (a no-op when installed); needs Java 17+ and Maven.
@@ -34,6 +34,26 @@ $(SAM_VENV)/bin/sam:
 	@test -n "$(PYTHON312)" || { echo "make: python3.12 is needed for sam build (the functions' runtime); install it or set PYTHON312=/path/to/python3.12"; exit 2; }
 	$(PYTHON312) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+
+# The Lambda runtime the suite runs the `sam build` output in (tests/lambda): the Runtime Interface Emulator built
+# with Go from the module proxy (which serves its pseudo-versions only), and a venv of the functions' Python with only
+# what Lambda's python3.12 runtime brings (awslambdaric, boto3), so a module the layer misses fails there as on AWS.
+LAMBDA_VENV := .venv-lambda
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+AWSLAMBDARIC_VERSION := 4.2.2
+LAMBDA_BOTO3_VERSION := 1.44.8
+lambda-runtime: $(LAMBDA_VENV)/bin/aws-lambda-rie $(LAMBDA_VENV)/.installed
+
+$(LAMBDA_VENV)/bin/aws-lambda-rie:
+	@mkdir -p $(LAMBDA_VENV)/bin
+	GOBIN=$(abspath $(LAMBDA_VENV)/bin) GOFLAGS=-buildvcs=false CGO_ENABLED=0 \
+	  go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+
+$(LAMBDA_VENV)/.installed: Makefile
+	@test -n "$(PYTHON312)" || { echo "make: python3.12 is needed for the Lambda runtime's venv; set PYTHON312=/path/to/python3.12"; exit 2; }
+	$(PYTHON312) -m venv $(LAMBDA_VENV)
+	$(LAMBDA_VENV)/bin/pip install --quiet awslambdaric==$(AWSLAMBDARIC_VERSION) boto3==$(LAMBDA_BOTO3_VERSION)
+	touch $@
 
 $(CHECKOV_VENV)/bin/checkov:
 	$(PYTHON) -m venv $(CHECKOV_VENV)
@@ -95,4 +115,4 @@ bench: install
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .venv-localstack .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) .venv-localstack .pytest_cache .ruff_cache .mypy_cache build *.egg-info

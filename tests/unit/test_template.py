@@ -137,6 +137,25 @@ def test_layer_ships_the_srm_package(template: dict[str, Any]) -> None:
     assert [layer["Metadata"]["BuildArchitecture"]] == template["Globals"]["Function"]["Architectures"]
 
 
+# What Lambda never runs stays out of the layer: the local runtime and its launchers, the CLIs, the Spark job and the
+# dashboard generator. The layer's tree links everything else of srm, each link to its namesake in layers/core.
+NOT_SHIPPED = {"local", "cli", "metrics/aggregate.py", "metrics/runner.py", "metrics/dashboard.py"}
+
+
+def test_layer_tree_links_every_part_of_srm_lambda_runs(template: dict[str, Any]) -> None:
+    shipped = ROOT / template["Resources"]["SrmLayer"]["Properties"]["ContentUri"] / "srm"
+    core = ROOT / "layers" / "core" / "srm"
+
+    def entries(folder: Path) -> set[str]:
+        return {p.name for p in folder.iterdir() if p.name != "__pycache__"}
+
+    for sub in ("", "metrics"):
+        expected = {n for n in entries(core / sub) if str(Path(sub) / n) not in NOT_SHIPPED}
+        assert entries(shipped / sub) == expected, f"layers/lambda/srm/{sub}: link what Lambda runs, nothing else"
+    links = [p for p in shipped.rglob("*") if p.is_symlink()]
+    assert links and all(p.resolve() == core / p.relative_to(shipped) for p in links)
+
+
 def test_every_srm_handler_module_is_deployed(template: dict[str, Any]) -> None:
     handlers = {m.name for m in pkgutil.iter_modules(srm.handlers.__path__)}
     deployed = {deployed_name(fn) for fn in functions(template).values()}

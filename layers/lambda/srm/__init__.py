@@ -1,0 +1,1 @@
+../../core/srm/__init__.py

@@ -1,0 +1,1 @@
+../../../core/srm/metrics/__init__.py

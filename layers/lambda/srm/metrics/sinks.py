@@ -1,0 +1,1 @@
+../../../core/srm/metrics/sinks.py
