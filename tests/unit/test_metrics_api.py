@@ -173,3 +173,17 @@ def test_the_sample_event_as_api_gateway_delivers_it(tables: dict[str, Any]) -> 
     body = json.loads(response["body"])
     assert (body["metric"], body["upstream_topic"]) == ("record-count", "orders")
     assert [(p["timestamp"], p["value"]) for p in body["points"]] == [(W1, 100), (W2, 50)]
+
+
+def test_an_empty_config_table_answers_503_saying_to_import_a_configuration(tables: dict[str, Any]) -> None:
+    # GIVEN a deployment whose config table holds nothing (deployed, no configuration imported yet)
+    db = tables["db"]
+    for item in db.scan(TableName="config")["Items"]:
+        db.delete_item(TableName="config", Key={"id": item["id"], "sk": item["sk"]})
+
+    # WHEN the API is asked for its replications
+    status, body = get("/v2/replications")
+
+    # THEN it says why it cannot answer, in one line, rather than failing the invocation
+    assert status == 503
+    assert "import a configuration first" in body["message"] and "\n" not in body["message"]

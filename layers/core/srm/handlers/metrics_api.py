@@ -39,6 +39,7 @@ from srm.control.metrics import (
 )
 from srm.control.nodes import NodesView, nodes_status
 from srm.control.remote import FORWARDED_HEADER, PeerAnswer, PeerUnavailableError
+from srm.errors import SrmError
 
 __all__ = ["api", "lambda_handler", "openapi_json"]
 
@@ -134,6 +135,13 @@ def _peer_answer(e: PeerAnswer) -> Response[str]:
 @api.exception_handler(PeerUnavailableError)
 def _peer_unavailable(e: PeerUnavailableError) -> Response[str]:
     return _error(502, str(e))
+
+
+@api.exception_handler(SrmError)
+def _unavailable(e: SrmError) -> Response[str]:
+    # the deployment cannot answer yet (its config table empty or unreadable): its one-line reason, not a 502
+    logger.warning("metrics API cannot answer: %s", e)
+    return _error(503, str(e))
 
 
 @api.exception_handler(RequestValidationError)
