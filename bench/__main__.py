@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.cold_start import measure as measure_cold_start
+from bench.cold_start import table as cold_start_table
 from bench.cost import lambda_cost
 from bench.endtoend import Scenario, run_scenario
 from bench.handler import build_events, run_handler
@@ -56,7 +58,10 @@ def _args() -> argparse.Namespace:
         help="event.source.batch.size of the end-to-end srm runs (default: not set, srm's default)",
     )
     parser.add_argument(
-        "--only", choices=["limit", "handler", "state", "e2e"], action="append", help="run only these paths"
+        "--only",
+        choices=["limit", "handler", "state", "coldstart", "e2e"],
+        action="append",
+        help="run only these paths",
     )
     parser.add_argument(
         "--delivery",
@@ -173,7 +178,7 @@ def _check_replicated(bootstraps: tuple[str, str], workload: Workload, remote: s
 def main() -> int:
     args = _args()
     signal.signal(signal.SIGTERM, _terminate)
-    only = set(args.only or ["limit", "handler", "state", "e2e"])
+    only = set(args.only or ["limit", "handler", "state", "coldstart", "e2e"])
     from srm.local.clusters import LocalCluster
 
     workloads = {
@@ -297,6 +302,11 @@ def main() -> int:
                 measured = measure_state(kind, workdir / "state", bootstraps[1], 300)
                 facts["state_writes"][kind] = {"label": label, **{k: round(v, 2) for k, v in measured.items()}}
                 print(f"state writes ({label}): {measured}", flush=True)
+
+        if "coldstart" in only:
+            # each function's imports on its `sam build` output as Lambda runs it, and in the dev venv
+            results["cold_start"] = measure_cold_start()
+            print(cold_start_table(results["cold_start"]), flush=True)
 
         if "e2e" in only:
             scenarios = []

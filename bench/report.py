@@ -131,6 +131,16 @@ def compare(results: dict[str, Any], previous: dict[str, Any] | None) -> str:
                 f"  live {key:<17} p99 {before['p99_ms']:,.0f} → {live['p99_ms']:,.0f} ms, "
                 f"p50 {before['p50_ms']:,.0f} → {live['p50_ms']:,.0f} ms" + ("  << SLOWER" if higher else "")
             )
+    for name, cell in results.get("cold_start", {}).items():
+        before = previous.get("cold_start", {}).get(name)
+        if before:
+            slower = cell["layer_s"] > before["layer_s"] * (1 + REGRESSION)
+            if slower:
+                flagged.append(f"cold start {name}")
+            lines.append(
+                f"  cold start {name:<11} {before['layer_s']:.2f} → {cell['layer_s']:.2f} s"
+                + ("  << SLOWER" if slower else "")
+            )
     if flagged:
         lines.append(
             f"REGRESSION: {len(flagged)} more than {REGRESSION:.0%} slower than the last run: {', '.join(flagged)}"

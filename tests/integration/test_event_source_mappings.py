@@ -1,7 +1,7 @@
 """Topic sync in-process against real brokers: the local runtime's emulated event source mappings follow the same
 decisions as the Lambda API adapter (created, disabled by a filter change, deleted with the topic, idempotent), the
-state table records them, and a node's running mappings follow the records. (Topic ACL sync, a target without an
-authorizer included: tests/e2e/test_acl_sync.py.)"""
+state table records them, and a node's running mappings follow the records; the configs a remote topic is created
+with are srm's to reset. (Topic ACL sync, a target without an authorizer included: tests/e2e/test_acl_sync.py.)"""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from srm.local.mappings import LocalEventSources
 from srm.replication.context import TopicNotReplicatedError
 from srm.replication.topic_sync import sync_topics
 from tests.support.kafka import admin, create_topic, list_topic_names, unique, wait_for
+from tests.support.topics import alter_topic, topic_overrides
 
 pytestmark = pytest.mark.integration
 
@@ -151,3 +152,23 @@ def test_disabled_flow_pauses_mappings_creates_nothing_and_enabling_resumes(flow
     flow.configure(topics=f"{flow.prefix}\\..*", enabled="true")
     assert flow.sync() == {"update": [one], "create": [later]}
     assert flow.running() == {one, later}
+
+
+def test_a_config_the_source_drops_after_the_remote_topic_was_created_with_it_is_reset(flow: Flow) -> None:
+    # GIVEN a source topic with explicit configs, its remote topic created by a topic sync whose config sync is not
+    # due (as when the source changes between the creation and the next config sync)
+    topic, remote = f"{flow.prefix}.orders", f"a.{flow.prefix}.orders"
+    create_topic(flow.a, topic, 2, {"retention.ms": "3600000", "max.message.bytes": "200000"})
+    wait_for(lambda: topic in list_topic_names(flow.a), 30, message=f"{topic} listed")
+    flow.configure(topics=f"{flow.prefix}\\..*", sync_topic_configs_enabled="false")
+    flow.sync()
+    assert topic_overrides(flow.b, remote) == {"retention.ms": "3600000", "max.message.bytes": "200000"}
+
+    # WHEN the source drops one of them and the next topic sync syncs configs
+    alter_topic(flow.a, topic, {}, delete=("max.message.bytes",))
+    flow.configure(topics=f"{flow.prefix}\\..*")
+    flow.sync()
+
+    # THEN the remote topic drops it too: srm set it, at the creation
+    assert topic_overrides(flow.b, remote) == {"retention.ms": "3600000"}
+    assert dict(flow.app.state.topic_mappings("a", "b")[topic].configs) == {"retention.ms": "3600000"}

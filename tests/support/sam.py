@@ -28,7 +28,11 @@ def python_of(runtime: str) -> str:
         *sorted(Path.home().glob(f".pyenv/versions/{version}*/bin/python*")),
     ]
     for found in candidates:  # a pyenv shim may be on PATH without that version behind it
-        if found and Path(found).name == f"python{version}" and subprocess.run([found, "-c", ""]).returncode == 0:
+        if (
+            found
+            and Path(found).name == f"python{version}"
+            and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0
+        ):
             return str(Path(found).parent)
     raise AssertionError(f"sam build needs python{version} (the functions' runtime); `make install` says how")
 

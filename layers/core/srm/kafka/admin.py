@@ -345,11 +345,13 @@ class RemoteTopics:
         remote_topic: str,
         partitions: int,
         target_topics: Mapping[str, TopicInfo] | None = None,
-    ) -> bool:
-        """Create or grow the remote topic; True when this call created it. ``target_topics`` (the target's topics,
-        listed once by the caller) saves a metadata request per topic."""
+    ) -> dict[str, str] | None:
+        """Create or grow the remote topic; when this call created it, the configs it was created with (srm holds
+        them from then on), else None. ``target_topics`` (the target's topics, listed once by the caller) saves a
+        metadata request per topic."""
         current = (target_topics if target_topics is not None else list_topics(self._target)).get(remote_topic)
         created = False
+        configs: dict[str, str] = {}
         if current is None:
             configs = replicable_configs(
                 describe_topic_configs(self._source, [source_topic]).get(source_topic, {}), self._exclude
@@ -380,4 +382,4 @@ class RemoteTopics:
         with self._lock:
             self._known[remote_topic] = max(partitions, current.partitions)
             self._seen.add(remote_topic)
-        return created
+        return configs if created else None

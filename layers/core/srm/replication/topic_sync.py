@@ -209,14 +209,16 @@ def _ensure_remote_topics(ctx: TopicSyncContext, plan: TopicPlan, run: _Run) -> 
     target_topics = list_topics(ctx.target_admin) if ctx.target_admin is not None else None
     for topic, (remote, partitions) in plan.replicated.items():
         try:
-            created = ctx.remote_topics.ensure_partitions(topic, remote, partitions, target_topics)
+            created_with = ctx.remote_topics.ensure_partitions(topic, remote, partitions, target_topics)
         except KafkaException as e:
             run.errors[f"remote topic {remote}"] = e
             continue
-        if created:
+        rec = replace(records[topic], remote_topic=remote, partitions=partitions)
+        if created_with is not None:
             run.result.created.append(remote)
-        rec = records[topic]
-        records[topic] = replace(rec, remote_topic=remote, partitions=partitions, created=rec.created or created)
+            # the configs it was created with are srm's: one the source drops before the next config sync is reset
+            rec = replace(rec, created=True, configs=created_with)
+        records[topic] = rec
 
 
 def _sync_configs(ctx: TopicSyncContext, run: _Run, remote_topics: Mapping[str, str]) -> None:
