@@ -220,9 +220,10 @@ def main() -> int:
             seconds = produce_backlog(bootstraps[0], w)
             print(f"produced {w.label()} on {w.topic} in {seconds:.1f}s", flush=True)
         producer_conf, consumer_conf = _client_configs(bootstraps)
-        facts["producer_config"] = {k: v for k, v in producer_conf.items() if k != "bootstrap.servers"}
+        # the settings, not where librdkafka's logs go (a Python logger)
+        facts["producer_config"] = {k: v for k, v in producer_conf.items() if k not in ("bootstrap.servers", "logger")}
         facts["consumer_config"] = {
-            k: v for k, v in consumer_conf.items() if k not in ("bootstrap.servers", "group.id")
+            k: v for k, v in consumer_conf.items() if k not in ("bootstrap.servers", "group.id", "logger")
         }
 
         if "limit" in only:

@@ -23,6 +23,8 @@ def table(results: dict[str, Any]) -> str:
         (results["labels"][key], cells, "limit_pinned" if key.endswith("_pinned") else "limit")
         for key, cells in results["paths"].items()
     ]
+    if not rows:  # --only state or coldstart
+        return "no throughput path measured"
     width = max(len(label) for label, _, _ in rows) + 1
     head = f"{'path':<{width}}"
     sub = f"{'':<{width}}"
