@@ -85,11 +85,12 @@ demo: install
 COMPAT_KAFKA = $(shell $(BIN)/python -c 'from srm.local.kafka import COMPATIBILITY_VERSIONS as v; print(v[0])' 2>/dev/null)
 # Four workers (pytest-xdist) on 2 cores, each with Kafka clusters of its own: most tests wait on brokers and
 # processes, and the suite's brokers start on little CPU (tests/conftest.py). Then the compatibility tier, in a
-# session of its own.
+# session of its own, and srm.aws's tests as LocalStack answers them (about 25 s, a minute more the first time).
 PYTEST_WORKERS ?= 4
 test: install lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15  # the slowest: the 20-minute budget
 	SRM_KAFKA_VERSION=$(COMPAT_KAFKA) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m compat
+	$(LOCALSTACK_TESTS) -q
 
 # The inner loop while changing code: the unit and integration tiers (real brokers, no CLI subprocesses, Spark or
 # browser), about two minutes; `make test` stays what CI runs.
@@ -106,10 +107,12 @@ lint: install $(CHECKOV_VENV)/bin/checkov
 	# zero failed checks; a check that does not apply is skipped in the resource's Metadata, with its reason
 	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation $(addprefix -f ,$(TEMPLATES))
 
-# srm.aws's tests (marker aws_adapter) on LocalStack instead of moto; its own venv, .venv-localstack (Python 3.12+)
+# srm.aws's tests (marker aws_adapter) on LocalStack instead of moto, in host mode; its own venv, .venv-localstack
+# (Python 3.12+), installed on first use; `make test` runs them too
+LOCALSTACK_TESTS = $(BIN)/python -m tests.support.localstack -m aws_adapter
 .PHONY: test-localstack
 test-localstack: install
-	$(BIN)/python -m tests.support.localstack -m aws_adapter
+	$(LOCALSTACK_TESTS)
 
 bench: install
 	$(BIN)/python -m bench
