@@ -288,7 +288,8 @@ def test_a_frozen_node_woken_mid_stream_writes_nothing_stale(clusters, tmp_path,
     """A zombie: the leading node is frozen (SIGSTOP, every process of it) past its session timeout, its partitions
     and its leadership move to the other node, and it is woken (SIGCONT) while records keep arriving. Its writes of
     the state it no longer owns fail at the broker: nothing is lost or reordered, a group committed on the source
-    translates exactly, and exactly-once has no duplicate."""
+    translates exactly, and exactly-once has no duplicate (at-least-once may have a late copy of the batch the node
+    was frozen in)."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic, group = unique("zombie"), unique("zombie-group")
     remote, mirror_group = f"a.{topic}", f"srm-mirror.a-b.{topic}"
@@ -349,9 +350,11 @@ def test_a_frozen_node_woken_mid_stream_writes_nothing_stale(clusters, tmp_path,
                 os.killpg(run.process.pid, signal.SIGCONT)
             run.stop()
 
-    # THEN nothing is lost and order is kept; exactly-once: no duplicate at all
+    # THEN nothing is lost and order is kept; exactly-once: no duplicate at all. At-least-once fences the woken
+    # node's state writes, not its data: it may finish the batch it was frozen in, a stale copy after newer records
     dst = read_topic(b, remote)
-    duplicates = {p: assert_no_loss(src[p], dst[p]) for p in range(PARTITIONS)}
+    stale = delivery == "at-least-once"
+    duplicates = {p: assert_no_loss(src[p], dst[p], stale_runs=stale) for p in range(PARTITIONS)}
     print(
         f"\n[{delivery}] frozen node's partitions {sorted(frozen_held)} replicated again {moved:.1f}s after the "
         f"freeze; {sum(len(r) for r in src.values())} records, duplicates per partition: {duplicates}"

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 import srm.app.mirror
 import srm.replication.mirror
@@ -280,3 +280,44 @@ def test_a_container_taking_over_one_partition_fences_the_open_transactions_of_t
     assert (result["records"], result["alreadyWritten"]) == (1, 50)
     assert [r.value for r in read_partition(b, f"a.{topic}", 0)] == [r.value for r in again[0]]
     assert len(left_open) == 4
+
+
+class LostBrokerOnCommit(Producer):
+    """A real transactional producer whose commit fails as when the target broker goes away mid-commit, for the
+    transactional ids listed in ``failing``: its transaction stays open on the broker."""
+
+    failing: frozenset[str] = frozenset()
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        super().__init__(conf)
+        self.tid = conf.get("transactional.id")
+
+    def commit_transaction(self, *args: Any) -> None:
+        if self.tid in LostBrokerOnCommit.failing:
+            self.flush(30)  # the commit sends what the transaction holds (the source offset too), then fails
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "broker went away (injected)"))
+        super().commit_transaction(*args)
+
+
+def test_a_transaction_dropped_mid_commit_is_aborted_before_a_retry_without_its_partition_reads_back(flow, monkeypatch):
+    # GIVEN a batch of 2 partitions whose commits fail as when the target broker goes away: the transactions are
+    # left open on the broker and their producers dropped
+    a, b = flow["a"], flow["b"]
+    topic, source = source_topic(flow, "dropped", 2, 100)
+    monkeypatch.setattr(srm.app.mirror, "Producer", LostBrokerOnCommit)
+    monkeypatch.setattr(LostBrokerOnCommit, "failing", frozenset(transactional_id("a", "b", topic, p) for p in (0, 1)))
+    container = flow["container"]()
+    with pytest.raises(MirrorError, match="broker went away"):
+        replicate_batch(parse_event(kafka_event(a, topic, source))[1], container.mirror_context())
+    monkeypatch.setattr(LostBrokerOnCommit, "failing", frozenset())
+
+    # WHEN the event source redelivers only partition 0 to the same container, with one more record
+    produce(a, topic, numbered_records(2, 2, topic, start=100))
+    again = {0: read_partition(a, topic, 0)}
+    result = replicate_batch(parse_event(kafka_event(a, topic, again))[1], container.mirror_context())
+
+    # THEN partition 1's open transaction was aborted before the read back (which would wait out its timeout):
+    # partition 0 is written once, and nothing of partition 1 is visible
+    assert (result.records, result.already_written) == (51, 0), result
+    assert [r.value for r in read_partition(b, f"a.{topic}", 0)] == [r.value for r in again[0]]
+    assert read_partition(b, f"a.{topic}", 1) == []

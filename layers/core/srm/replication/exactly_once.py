@@ -68,6 +68,7 @@ class ExactlyOnce:
         self._committed: dict[PartitionKey, _Committed] = {}
         self._open: set[PartitionKey] = set()  # partitions in a transaction not committed yet
         self._held: set[PartitionKey] = set()  # partitions this container has held a producer of
+        self._abandoned: set[PartitionKey] = set()  # producers dropped with a transaction perhaps left open
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None  # commits of a batch's partitions, started on first use
         self._pool_lock = threading.Lock()
@@ -220,6 +221,10 @@ class ExactlyOnce:
             self._fence_others(topic, remote, producer)  # a failure: the batch is retried, fencing again
         with self._lock:
             self._held.update(remotes)
+            self._abandoned -= set(remotes)  # their new producers' initialization aborted what was left open
+            abandoned = set(self._abandoned)
+        for key in sorted(abandoned):
+            self._fence_abandoned(key)
         if not unknown:
             return
         wanted = [(self.source, t, p) for t, p in unknown]
@@ -248,6 +253,15 @@ class ExactlyOnce:
         for p in range(partitions):
             if not self._producers.holds(topic, p):
                 self._producers.fence(self._tid((topic, p)))
+
+    def _fence_abandoned(self, key: PartitionKey) -> None:
+        """Abort what a producer this container dropped (its broker went away mid-transaction) may have left open,
+        unless the partition has a producer again: the read back would otherwise wait that transaction's timeout
+        whenever the retried batch does not hold its partition."""
+        if not self._producers.holds(*key):
+            self._producers.fence(self._tid(key))  # a failure: the batch is retried, fencing again
+        with self._lock:
+            self._abandoned.discard(key)
 
     def _tid(self, key: PartitionKey) -> str:
         return transactional_id(self.source, self.target, *key)
@@ -278,6 +292,8 @@ class ExactlyOnce:
         self._producers.discard(*key)
         with self._lock:
             self._committed.pop(key, None)
+            if key in self._open:
+                self._abandoned.add(key)
             self._open.discard(key)
 
 
