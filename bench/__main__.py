@@ -175,6 +175,32 @@ def _check_replicated(bootstraps: tuple[str, str], workload: Workload, remote: s
         raise RuntimeError(f"{remote} holds {have} records per partition, {workload.topic} {want}")
 
 
+def merged(previous: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
+    """The last whole run's results with what a run of only some paths measured put in (their sections updated,
+    one level deep); the whole run's date and commit stay, the partial run's are noted beside them."""
+    out = dict(previous)
+    for key, value in partial.items():
+        if key in ("when", "commit", "machine", "facts"):
+            continue
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        elif value:
+            out[key] = value
+    out["partial_runs"] = [
+        *previous.get("partial_runs", []),
+        {
+            "when": partial["when"],
+            "commit": partial["commit"],
+            "sections": sorted(
+                k
+                for k, v in partial.items()
+                if v and k not in ("when", "commit", "machine", "facts", "labels", "workloads")
+            ),
+        },
+    ]
+    return out
+
+
 def main() -> int:
     args = _args()
     signal.signal(signal.SIGTERM, _terminate)
@@ -515,7 +541,7 @@ def main() -> int:
     print(summary(results, PARTITIONS))
     print()
     print(compare(results, previous))
-    write_json(args.output, results)
+    write_json(args.output, merged(previous, results) if args.only and previous else results)
     print(f"\nwritten to {args.output}")
     return 0
 

@@ -2,8 +2,8 @@
 its entry point, as ``python -X importtime`` reports them (median of three fresh processes):
 
 * ``layer_s``: the ``sam build`` output as Lambda runs it — the runtime's Python with only what Lambda's runtime
-  brings (``.venv-lambda``), the built layer as ``/opt/python``, no bytecode written (Lambda's ``/opt`` and
-  ``/var/task`` are read-only, and the layer ships none);
+  brings (``.venv-lambda``), the built layer as ``/opt/python`` with the bytecode it ships, none written (Lambda's
+  ``/opt`` and ``/var/task`` are read-only);
 * ``dev_s``: the same handler's import in the development venv, bytecode cached.
 
 The Runtime Interface Emulator's ``Init Duration`` is not used: it reports microseconds, as it does not wait for the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.support.lambda_runtime import PYTHON as LAMBDA_PYTHON
 from tests.support.lambda_runtime import built_functions, template_runtime
-from tests.support.sam import MACHINE_ARCHITECTURE
+from tests.support.sam import MACHINE_ARCHITECTURE, layer_dir
 
 __all__ = ["GOAL_S", "measure"]
 
@@ -54,11 +54,12 @@ def measure() -> dict[str, dict[str, float]]:
     built = built_functions(template_runtime(), MACHINE_ARCHITECTURE)
     layer_env = {
         "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(built / "SrmLayer" / "python"),
+        "PYTHONPATH": str(layer_dir(built, MACHINE_ARCHITECTURE) / "python"),
         "PYTHONDONTWRITEBYTECODE": "1",
         "AWS_REGION": "us-east-1",
     }
-    dev_env = {**os.environ, "AWS_REGION": "us-east-1"}
+    # bytecode written and then cached, as in a developer's venv (a machine may set PYTHONDONTWRITEBYTECODE)
+    dev_env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "AWS_REGION": "us-east-1"}
     root = Path(__file__).resolve().parents[1]
     results: dict[str, dict[str, float]] = {}
     for code in sorted(d for d in built.iterdir() if (d / "app.py").is_file()):

@@ -18,7 +18,7 @@ from tests.support.clusters import Cluster
 from tests.support.handler import CONFIG_TABLE, HANDLER_ENV, STATE_TABLE, HandlerFlow
 from tests.support.kafka import unique
 from tests.support.lambda_runtime import FunctionRuntime, built_functions, template_runtime
-from tests.support.sam import MACHINE_ARCHITECTURE, TEMPLATE
+from tests.support.sam import MACHINE_ARCHITECTURE, TEMPLATE, layer_dir
 from tests.unit.sam_templates import deployed_name, functions, load_template
 
 METRICS_TABLE = "srm-metrics"
@@ -78,7 +78,8 @@ def runtimes(
     try:
         for logical_id, function in functions(load_template(TEMPLATE)).items():
             name = deployed_name(function)
-            runtime = FunctionRuntime(built / logical_id, built / "SrmLayer", env, logs / f"{name}.log")
+            layer = layer_dir(built, MACHINE_ARCHITECTURE)
+            runtime = FunctionRuntime(built / logical_id, layer, env, logs / f"{name}.log")
             started[name] = runtime.start()
         yield started
     finally:

@@ -28,7 +28,8 @@ from tests.support.kafka import (
     topic_partitions,
     unique,
 )
-from tests.support.lambda_runtime import PYTHON, FunctionRuntime, Invocation
+from tests.support.lambda_runtime import PYTHON, FunctionRuntime, Invocation, template_runtime
+from tests.support.sam import MACHINE_ARCHITECTURE, layer_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("lambda_runtime")]
 
@@ -243,7 +244,7 @@ def test_each_function_starts_cold_once_then_stays_warm(runtimes: dict[str, Func
 
 def test_layer_ships_every_handler_and_no_local_only_module(built: Path):
     # GIVEN the built layer on the functions' runtime as Lambda mounts it, nothing else on the path
-    layer = built / "SrmLayer" / "python"
+    layer = layer_dir(built, MACHINE_ARCHITECTURE) / "python"
     probe = (
         "import importlib, sys\n"
         "for m in sys.argv[1:]:\n"
@@ -255,6 +256,8 @@ def test_layer_ships_every_handler_and_no_local_only_module(built: Path):
         "        print(m, 'imported')\n"
     )
     handlers = [f"srm.handlers.{p.stem}" for p in (layer / "srm" / "handlers").glob("[a-z]*.py")]
+    # the MSK IAM signer is there, on the runtime's boto3 (the layer leaves boto3 and botocore to the runtime)
+    handlers.append("aws_msk_iam_sasl_signer.MSKAuthTokenProvider")
     # each with the module found missing: the whole of srm.local and srm.cli, one module of srm.metrics
     local_only = {
         "srm.local.runtime": "srm.local",
@@ -275,6 +278,24 @@ def test_layer_ships_every_handler_and_no_local_only_module(built: Path):
     # THEN every handler imports and none of the local runtime, the CLIs or the Spark job is there
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = dict(line.split(" ", 1) for line in done.stdout.splitlines())
-    assert len(handlers) == 5 and {m: outcome[m] for m in handlers} == dict.fromkeys(handlers, "imported")
+    assert len(handlers) == 6 and {m: outcome[m] for m in handlers} == dict.fromkeys(handlers, "imported")
     assert {m: outcome[m] for m in local_only} == {m: f"missing {gone}" for m, gone in local_only.items()}
     assert (layer / "srm" / "handlers" / "web" / "index.html").is_file()  # the metrics API's web view
+    assert not [p.name for p in layer.iterdir() if p.name.split("-")[0] in ("boto3", "botocore", "s3transfer")]
+
+
+def test_layer_ships_bytecode_that_needs_no_source_check(built: Path):
+    # GIVEN the built layer (Lambda's /opt is read-only: a module without bytecode there is compiled at every cold
+    # start) WHEN its modules' bytecode is looked for
+    layer = layer_dir(built, MACHINE_ARCHITECTURE) / "python"
+    sources = [p for p in layer.rglob("*.py") if "__pycache__" not in p.parts]
+    tag = f"cpython-{template_runtime().removeprefix('python').replace('.', '')}"
+    missing, checked = [], []
+    for source in sources:
+        pyc = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        if not pyc.is_file():
+            missing.append(str(source.relative_to(layer)))
+        elif int.from_bytes(pyc.read_bytes()[4:8], "little") != 0b01:  # PEP 552: hash-based, source not checked
+            checked.append(str(pyc.relative_to(layer)))
+    # THEN every module has it, for the runtime's Python, valid without reading the source or its timestamp
+    assert len(sources) > 500 and missing == [] and checked == [], (missing[:10], checked[:10])

@@ -339,6 +339,10 @@ def deploy(url: str, name: str, template: dict[str, Any], parameters: dict[str, 
         status=stack["StackStatus"],
         reason=stack.get("StackStatusReason", ""),
         outputs={o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
-        resources={r["LogicalResourceId"]: (r["ResourceType"], r.get("PhysicalResourceId", "")) for r in summaries},
+        resources={  # moto lists a resource its condition left out, with an empty logical id
+            r["LogicalResourceId"]: (r["ResourceType"], r.get("PhysicalResourceId", ""))
+            for r in summaries
+            if r["LogicalResourceId"]
+        },
         unsupported=unsupported,
     )

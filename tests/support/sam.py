@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["MACHINE_ARCHITECTURE", "ROOT", "SAM", "TEMPLATE", "python_of", "sam_build"]
+__all__ = ["MACHINE_ARCHITECTURE", "ROOT", "SAM", "TEMPLATE", "layer_dir", "python_of", "sam_build"]
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -18,6 +18,11 @@ SAM = ROOT / ".venv-sam" / "bin" / "sam"
 MACHINE_ARCHITECTURE = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}[
     platform.machine().lower()
 ]
+
+
+def layer_dir(build_dir: Path, architecture: str) -> Path:
+    """Where ``sam build`` put the layer of ``architecture`` (one layer resource per architecture)."""
+    return build_dir / {"arm64": "SrmLayerArm64", "x86_64": "SrmLayerX8664"}[architecture]
 
 
 def python_of(runtime: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 from cfnlint.decode import cfn_yaml
 
 __all__ = [
+    "LAYERS",
     "MONITORING",
     "PARAMETERS",
     "ROOT",
@@ -20,7 +21,7 @@ __all__ = [
     "deployed_name",
     "functions",
     "kafka_grants",
-    "layer_id",
+    "layer_ids",
     "load_template",
     "resources_of",
     "role_statements",
@@ -60,9 +61,14 @@ def resources_of(translated: dict[str, Any], type_: str) -> dict[str, dict[str, 
     return {k: r for k, r in translated["Resources"].items() if r["Type"] == type_}
 
 
-def layer_id(translated: dict[str, Any]) -> str:
-    (logical_id,) = resources_of(translated, "AWS::Lambda::LayerVersion")
-    return logical_id
+# The layer's resource per architecture (SAM tells a makefile build only the logical id); one is created
+LAYERS = {"arm64": "SrmLayerArm64", "x86_64": "SrmLayerX8664"}
+
+
+def layer_ids(translated: dict[str, Any]) -> dict[str, str]:
+    """The translated layer resources' logical ids (SAM appends a hash) by architecture."""
+    found = resources_of(translated, "AWS::Lambda::LayerVersion")
+    return {arch: next(k for k in found if k.startswith(name)) for arch, name in LAYERS.items()}
 
 
 def statements(document: Any) -> Iterator[dict[str, Any]]:

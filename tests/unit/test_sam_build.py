@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.sam import TEMPLATE, sam_build
+from tests.support.sam import TEMPLATE, layer_dir, sam_build
 
 
 def test_sam_build_packages_the_layer_for_the_functions_runtime_and_architecture(tmp_path: Path) -> None:
@@ -18,7 +18,7 @@ def test_sam_build_packages_the_layer_for_the_functions_runtime_and_architecture
     build = tmp_path / "build"
     done = sam_build(build, runtime, cache_dir=tmp_path / "cache")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    layer = build / "SrmLayer" / "python"
+    layer = layer_dir(build, architecture) / "python"
     machine = {"arm64": "aarch64", "x86_64": "x86_64"}[architecture]
     tag = runtime.removeprefix("python").replace(".", "")
     # the native parts are built for the functions' Python and CPU …

@@ -25,7 +25,7 @@ from srm.aws.config_table import create_config_table
 from srm.aws.state import create_state_table
 from srm.config.settings import FlowSettings
 from srm.errors import ConfigError
-from tests.unit.sam_templates import ROOT, TEMPLATE, deployed_name, functions, layer_id, resources_of
+from tests.unit.sam_templates import LAYERS, ROOT, TEMPLATE, deployed_name, functions, layer_ids, resources_of
 
 TableCreator = Callable[[Any, str], None]
 
@@ -42,10 +42,11 @@ def test_translated_template_passes_cfn_lint(translated: dict[str, Any]) -> None
     matches = lint(json.dumps(translated), config=ManualArgs(regions=["us-west-2"]))
     # The one filtered warning is an artifact of translating offline: the translator substitutes the parameter
     # values into the layer's LayerName and leaves an Fn::Sub without variables (W1020) that CloudFormation accepts.
+    layers = set(layer_ids(translated).values())
     reported = [
         str(m)
         for m in matches
-        if not (m.rule.id == "W1020" and m.path[:2] == ["Resources", layer_id(translated)] and "LayerName" in m.path)
+        if not (m.rule.id == "W1020" and m.path[0] == "Resources" and m.path[1] in layers and "LayerName" in m.path)
     ]
     assert reported == []
 
@@ -55,8 +56,10 @@ def test_transform_yields_functions_layer_tables_and_schedule(
 ) -> None:
     lambdas = resources_of(translated, "AWS::Lambda::Function")
     assert set(lambdas) == set(functions(template)) >= {"MirrorFunction", "TopicSyncFunction"}
-    layer_ref = {"Ref": layer_id(translated)}
-    assert layer_ref["Ref"].startswith("SrmLayer")
+    layers = layer_ids(translated)
+    assert translated["Resources"][layers["arm64"]]["Condition"] == "IsArm64"
+    assert translated["Resources"][layers["x86_64"]]["Condition"] == "IsX8664"
+    layer_ref = {"Fn::If": ["IsArm64", {"Ref": layers["arm64"]}, {"Ref": layers["x86_64"]}]}
     for fn in lambdas.values():
         assert fn["Properties"]["Layers"] == [layer_ref]
         assert fn["Properties"]["Runtime"] == "python3.12"
@@ -124,17 +127,23 @@ def test_every_function_handler_is_its_srm_handler(template: dict[str, Any]) -> 
         spec.loader.exec_module(module)
         expected = importlib.import_module(f"srm.handlers.{name}").lambda_handler
         assert getattr(module, attr) is expected, f"{logical_id}: {path}:{attr} is not srm.handlers.{name}.{attr}"
-        assert fn["Properties"]["Layers"] == [{"Ref": "SrmLayer"}], logical_id
+        layers = [{"Fn::If": ["IsArm64", *({"Ref": n} for n in LAYERS.values())]}]
+        assert fn["Properties"]["Layers"] == layers, logical_id
 
 
-def test_layer_ships_the_srm_package(template: dict[str, Any]) -> None:
-    layer = template["Resources"]["SrmLayer"]
-    content = ROOT / layer["Properties"]["ContentUri"]
-    assert (content / "srm" / "handlers" / "__init__.py").is_file()
-    assert (content / "requirements.txt").is_file()
-    assert layer["Metadata"]["BuildMethod"] == template["Globals"]["Function"]["Runtime"]
-    assert layer["Properties"]["CompatibleArchitectures"] == template["Globals"]["Function"]["Architectures"]
-    assert [layer["Metadata"]["BuildArchitecture"]] == template["Globals"]["Function"]["Architectures"]
+def test_layer_ships_the_srm_package_built_by_its_makefile_per_architecture(template: dict[str, Any]) -> None:
+    assert template["Parameters"]["Architecture"]["AllowedValues"] == list(LAYERS)
+    for architecture, logical_id in LAYERS.items():
+        layer = template["Resources"][logical_id]
+        content = ROOT / layer["Properties"]["ContentUri"]
+        assert (content / "srm" / "handlers" / "__init__.py").is_file()
+        assert (content / "requirements.txt").is_file()
+        assert f"build-{logical_id}" in (content / "Makefile").read_text()
+        assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": architecture}
+        assert layer["Properties"]["CompatibleArchitectures"] == [architecture]
+        assert layer["Properties"]["CompatibleRuntimes"] == [template["Globals"]["Function"]["Runtime"]]
+        condition = template["Conditions"][layer["Condition"]]
+        assert condition == {"Fn::Equals": [{"Ref": "Architecture"}, architecture]}
 
 
 # What Lambda never runs stays out of the layer: the local runtime and its launchers, the CLIs, the Spark job and the
@@ -143,7 +152,7 @@ NOT_SHIPPED = {"local", "cli", "metrics/aggregate.py", "metrics/runner.py", "met
 
 
 def test_layer_tree_links_every_part_of_srm_lambda_runs(template: dict[str, Any]) -> None:
-    shipped = ROOT / template["Resources"]["SrmLayer"]["Properties"]["ContentUri"] / "srm"
+    shipped = ROOT / template["Resources"][LAYERS["arm64"]]["Properties"]["ContentUri"] / "srm"
     core = ROOT / "layers" / "core" / "srm"
 
     def entries(folder: Path) -> set[str]:
