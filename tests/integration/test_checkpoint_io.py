@@ -3,6 +3,8 @@ and group offset sync (idle groups only, never backwards, never past the end of 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
@@ -86,3 +88,36 @@ def test_sync_group_offsets_commits_idle_groups_forward_within_the_remote_partit
     assert synced == {idle: {(remote, 0): 5}, behind: {(remote, 1): 6}}
     assert committed_on(b, idle, remote, 2) == {0: 5}
     assert committed_on(b, behind, remote, 2) == {0: 8, 1: 6}
+
+
+def test_a_group_active_on_the_target_is_logged_when_it_becomes_so_not_at_every_sync(
+    clusters: dict[str, Cluster], state: StateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN a remote topic on b and a group with a member consuming it there
+    b = clusters["b"].bootstrap
+    remote = f"a.{unique('orders')}"
+    create_topic(b, remote, 1)
+    produce_values(b, remote, 0, [f"v{i}".encode() for i in range(10)])
+    group = unique("busy")
+    member = Consumer({"bootstrap.servers": b, "group.id": group, "auto.offset.reset": "earliest"})
+    member.subscribe([remote])
+    member.consume(1, timeout=10)
+    ctx = context(clusters["a"].bootstrap, b, state)  # one container's, kept across its syncs
+    latest = {group: {("orders", 0): StoredCheckpoint(5, 5, remote)}}
+    caplog.set_level(logging.INFO, logger="srm.replication.checkpoint")
+    try:
+        # WHEN its offsets are synced five times while it is active
+        for _ in range(5):
+            assert sync_group_offsets(ctx, latest) == {}
+    finally:
+        member.close()
+    # … and once more after its member left
+    synced = sync_group_offsets(ctx, latest)
+
+    # THEN "active" is said once, "idle again" once, and the idle group's offsets are synced
+    said = [r.getMessage() for r in caplog.records if group in r.getMessage()]
+    assert said == [
+        f"group {group} is active on b: its offsets there are left alone",
+        f"group {group} is idle on b again: its offsets there are synced",
+    ]
+    assert synced == {group: {(remote, 0): 5}}

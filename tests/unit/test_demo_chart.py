@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 
-from srm.local.demo_chart import latency_by_second, throughput, write_chart
+from srm.local.demo_chart import chart, latency_by_second, throughput, write_chart
 
 
 def test_throughput_is_records_per_second_between_samples() -> None:
@@ -27,3 +28,16 @@ def test_the_chart_is_a_png(tmp_path: Path) -> None:
 @pytest.mark.parametrize("samples", [[], [(1.0, 5)]])
 def test_too_few_samples_give_no_rates(samples: list[tuple[float, int]]) -> None:
     assert throughput(samples) == []
+
+
+def test_both_axes_start_at_zero_so_that_jitter_looks_like_jitter() -> None:
+    # GIVEN a live latency between 604 and 622 ms and a steady rate WHEN charted
+    latencies = [(1.0 + i / 10, 604 + (i * 7) % 19) for i in range(60)]
+    figure = chart([(0.0, 0), (1.0, 5000), (2.0, 10000)], latencies, 0.5)
+    try:
+        top, bottom = figure.axes
+        # THEN both axes start at zero (18 ms of jitter is 3 % of the axis, not all of it)
+        assert top.get_ylim()[0] == 0 and bottom.get_ylim()[0] == 0
+        assert bottom.get_ylim()[1] >= 622
+    finally:
+        plt.close(figure)

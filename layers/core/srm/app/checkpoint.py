@@ -12,6 +12,8 @@ __all__ = ["CheckpointWiring"]
 
 
 class CheckpointWiring(AppBase):
+    _active_on_target: set[str] | None = None  # per container (see CheckpointContext)
+
     def checkpoint_context(self) -> CheckpointContext:
         """The checkpoint function's dependencies for this container's flow."""
         bound = self._bind()
@@ -40,4 +42,11 @@ class CheckpointWiring(AppBase):
             quiet_back=quiet_probe(back_probe_config, skips=opposite_skips),
             metrics=self.metrics,
             emitter=self.env.node_id or self.env.function_name or "",
+            active_on_target=self._groups_active_on_target(),
         )
+
+    def _groups_active_on_target(self) -> set[str]:
+        with self._lock:
+            if self._active_on_target is None:
+                self._active_on_target = set()
+            return self._active_on_target

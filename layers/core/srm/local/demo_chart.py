@@ -6,8 +6,9 @@ import itertools
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["latency_by_second", "throughput", "write_chart"]
+__all__ = ["chart", "latency_by_second", "throughput", "write_chart"]
 
 
 def throughput(samples: Sequence[tuple[float, int]]) -> list[tuple[float, float]]:
@@ -36,6 +37,19 @@ def write_chart(
     live_from: float | None = None,
 ) -> Path:
     """A PNG of records/s replicated (top) and latency p50/p99 of the live records (bottom) over the run."""
+    import matplotlib.pyplot as plt
+
+    figure = chart(replicated, latencies, live_from)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def chart(
+    replicated: Sequence[tuple[float, int]], latencies: Sequence[tuple[float, int]], live_from: float | None = None
+) -> Any:
+    """The chart's matplotlib figure (:func:`write_chart`); the caller closes it."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: a file only
@@ -54,11 +68,9 @@ def write_chart(
     bottom.legend(loc="upper right")
     for axes in (top, bottom):
         axes.grid(alpha=0.3)
+        axes.set_ylim(bottom=0)  # from zero: a few ms of jitter on a 600 ms latency is not a sawtooth
         if live_from is not None:
             axes.axvline(live_from, color="grey", linestyle="--", linewidth=1)
     if live_from is not None:
         top.annotate("backlog | live traffic", (live_from, 0.95), xycoords=("data", "axes fraction"), ha="center")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return figure

@@ -80,6 +80,8 @@ class CheckpointContext:
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     metrics: Emitter = field(default_factory=NullEmitter)
     emitter: str = ""  # who writes the checkpoints (a node, a function): their ``srm.emitter`` header
+    # groups found active on the target, kept for the container's life: that is logged when it starts being true
+    active_on_target: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -279,8 +281,13 @@ def sync_group_offsets(
             log.warning("cannot describe group %s on %s: %s", group, ctx.target, e)
             continue
         if description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD) or description.members:
-            log.info("group %s is active on %s: its offsets there are left alone", group, ctx.target)
+            if group not in ctx.active_on_target:
+                ctx.active_on_target.add(group)
+                log.info("group %s is active on %s: its offsets there are left alone", group, ctx.target)
             continue
+        if group in ctx.active_on_target:
+            ctx.active_on_target.discard(group)
+            log.info("group %s is idle on %s again: its offsets there are synced", group, ctx.target)
         idle[group] = {(c.remote_topic, p): c.downstream_offset for (_, p), c in checkpoints.items()}
     # One request for the end offsets of every remote partition involved, not one per group.
     ends = end_offsets(ctx.target_admin, [tp for translated in idle.values() for tp in translated])
