@@ -27,9 +27,9 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import wait
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from srm.core.dead_letters import DeadLetter, DeadLetterError
@@ -58,10 +58,11 @@ from srm.replication.delivery import (
     produce_partition,
     send_offset_syncs,
 )
+from srm.replication.exactly_once import ExactlyOnce, Pending
 from srm.replication.heartbeat import latest_heartbeat
 from srm.state import StateError
 
-__all__ = ["log_start_lookup", "replicate_batch"]
+__all__ = ["AtLeastOnce", "Delivery", "ExactlyOnceDelivery", "log_start_lookup", "replicate_batch"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -70,10 +71,12 @@ _T = TypeVar("_T")
 def replicate_batch(batches: list[PartitionBatch], target: MirrorContext) -> BatchResult:
     """Replicate one event's batches (:func:`srm.core.events.parse_event`). Raises TopicNotReplicatedError or
     MirrorError (after emitting a failure record per partition: the event source retries the batch)."""
-    eos = target.exactly_once
+    delivery: Delivery = (
+        AtLeastOnce(target) if target.exactly_once is None else ExactlyOnceDelivery(target, target.exactly_once)
+    )
     try:
-        with eos.abandoning(batches) if eos is not None else contextlib.nullcontext():
-            return _replicate(batches, target)
+        with delivery.guard(batches):
+            return _replicate(batches, target, delivery)
     except MirrorError as e:
         ts = int(time.time() * 1000)
         if target.forget_remote_topic is not None:  # deleted on the target? the retry finds out and recreates it
@@ -98,10 +101,120 @@ def _emit(target: MirrorContext, record: Callable[..., object], **fields: Any) -
     target.metrics.emit(record(source=target.source, target=target.target, **fields))
 
 
-def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchResult:
+PartitionKey = tuple[str, int]
+
+
+class Delivery(Protocol):
+    """How a batch's records reach the target and when they count as written: at-least-once or exactly-once."""
+
+    def guard(self, batches: list[PartitionBatch]) -> contextlib.AbstractContextManager[None]:
+        """Around the whole batch: what a failure leaves behind is cleaned up."""
+        ...
+
+    def prepare(self, pending: list[Pending]) -> tuple[list[Pending], int]:
+        """The records still to write, and how many were left out as written before."""
+        ...
+
+    def write(
+        self, pending: list[Pending], lasts: dict[PartitionKey, int], result: BatchResult, now_ms: int
+    ) -> dict[PartitionKey, list[Run]]:
+        """Write the records; once the target holds them for good, each partition's offset runs."""
+        ...
+
+    def recorded(self, runs: dict[PartitionKey, list[Run]]) -> None:
+        """The runs are in the state table now."""
+        ...
+
+
+class AtLeastOnce:
+    """Every record through the flow's idempotent producer; written once the target acknowledged all of them. A
+    failed batch waits until the producer delivered or gave up what it was handed, so that its retry duplicates
+    nothing still in flight."""
+
+    def __init__(self, target: MirrorContext) -> None:
+        self.target = target
+
+    def guard(self, batches: list[PartitionBatch]) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def prepare(self, pending: list[Pending]) -> tuple[list[Pending], int]:
+        return pending, 0
+
+    def write(
+        self, pending: list[Pending], lasts: dict[PartitionKey, int], result: BatchResult, now_ms: int
+    ) -> dict[PartitionKey, list[Run]]:
+        target = self.target
+        timeout_s = target.settings.mirror_delivery_timeout_ms / 1000.0
+        handed: list[Acks] = []  # the batches whose records went to the producer
+        try:
+            for batch, remote, acks in pending:
+                handed.append(acks)
+                _produce(target, target.producer, batch, remote, acks, result, now_ms)
+            await_acks(target, pending, timeout_s)
+        except MirrorError:
+            drain(target.producer, handed, timeout_s)
+            raise
+        return {(b.topic, b.partition): _runs(b.offsets, acks.offsets) for b, _, acks in pending}
+
+    def recorded(self, runs: dict[PartitionKey, list[Run]]) -> None:
+        pass
+
+
+class ExactlyOnceDelivery:
+    """Each partition's records and its next source offset in one transaction of the partition's own producer
+    (:class:`srm.replication.exactly_once.ExactlyOnce`): records an earlier transaction committed are left out, and a
+    failed batch's open transactions are dropped (their next producer aborts them)."""
+
+    def __init__(self, target: MirrorContext, eos: ExactlyOnce) -> None:
+        self.target, self.eos = target, eos
+
+    def guard(self, batches: list[PartitionBatch]) -> contextlib.AbstractContextManager[None]:
+        return self.eos.abandoning(batches)
+
+    def prepare(self, pending: list[Pending]) -> tuple[list[Pending], int]:
+        return _transactional(self.eos.prepare, pending, lambda missing: _record_runs(self.target, missing, {}))
+
+    def write(
+        self, pending: list[Pending], lasts: dict[PartitionKey, int], result: BatchResult, now_ms: int
+    ) -> dict[PartitionKey, list[Run]]:
+        target = self.target
+        for batch, remote, acks in pending:
+            producer = _transactional(self.eos.begin, batch) if len(batch) else target.producer
+            _produce(target, producer, batch, remote, acks, result, now_ms)
+        return _transactional(
+            self.eos.commit,
+            pending,
+            lasts,
+            lambda producer, waiting, timeout: await_acks(target, waiting, timeout, producer),
+            lambda b, acks: _runs(b.offsets, acks.offsets),
+        )
+
+    def recorded(self, runs: dict[PartitionKey, list[Run]]) -> None:
+        self.eos.recorded(runs)
+
+
+def _produce(
+    target: MirrorContext,
+    producer: Producer,
+    batch: PartitionBatch,
+    remote: str,
+    acks: Acks,
+    result: BatchResult,
+    now_ms: int,
+) -> None:
+    """Hand a partition's records to ``producer`` and count them in ``result``."""
+    produce_partition(producer, batch, remote, acks, target.target)
+    result.records += len(batch)
+    result.partitions[f"{remote}-{batch.partition}"] = len(batch)
+    result.bytes += sum(map(len, filter(None, batch.values))) + sum(map(len, filter(None, batch.keys)))
+    if len(batch):
+        result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
+
+
+def _replicate(batches: list[PartitionBatch], target: MirrorContext, delivery: Delivery) -> BatchResult:
     settings = target.settings
     result = BatchResult()
-    pending: list[tuple[PartitionBatch, str, Acks]] = []
+    pending: list[Pending] = []
     replicate = settings.replicate_decision(target.target, target.policy)
     firsts: dict[tuple[str, int], int] = {}  # each partition's first offset, skipped records included
     lasts: dict[tuple[str, int], int] = {}  # … and its last
@@ -139,41 +252,8 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
             raise MirrorError(str(e)) from None
         result.dead_lettered = len(letters)
 
-    eos = target.exactly_once
-    if eos is not None:
-        pending, result.already_written = _transactional(
-            eos.prepare, pending, lambda missing: _record_runs(target, missing, {})
-        )
-    producer = target.producer
-    handed: list[Acks] = []  # the batches whose records went to the producer
-    try:
-        for batch, remote, acks in pending:
-            if eos is not None and len(batch):
-                producer = _transactional(eos.begin, batch)
-            handed.append(acks)
-            produce_partition(producer, batch, remote, acks, target.target)
-            result.records += len(batch)
-            result.partitions[f"{remote}-{batch.partition}"] = len(batch)
-            result.bytes += sum(map(len, filter(None, batch.values))) + sum(map(len, filter(None, batch.keys)))
-            if len(batch):
-                result.max_latency_ms = max(result.max_latency_ms, now_ms - min(batch.timestamps))
-        if eos is None:
-            await_acks(target, pending, settings.mirror_delivery_timeout_ms / 1000.0)
-    except MirrorError:
-        if eos is None:  # a transaction's records are aborted with it
-            drain(target.producer, handed, settings.mirror_delivery_timeout_ms / 1000.0)
-        raise
-
-    if eos is None:
-        runs = {(b.topic, b.partition): _runs(b.offsets, acks.offsets) for b, _, acks in pending}
-    else:  # each partition's records and its next source offset in one transaction
-        runs = _transactional(
-            eos.commit,
-            pending,
-            lasts,
-            lambda producer, waiting, timeout: await_acks(target, waiting, timeout, producer),
-            lambda b, acks: _runs(b.offsets, acks.offsets),
-        )
+    pending, result.already_written = delivery.prepare(pending)
+    runs = delivery.write(pending, lasts, result, now_ms)
     _measure(target, pending, now_ms, int(time.time() * 1000), result)
 
     # Offset syncs travel while the state is written; both are done before the batch counts as replicated.
@@ -181,8 +261,7 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext) -> BatchRes
         target, [s for b, _, _ in pending for s in offset_syncs(b, runs[(b.topic, b.partition)])]
     )
     _record_runs(target, runs, firsts)
-    if eos is not None:
-        eos.recorded(runs)
+    delivery.recorded(runs)
     for (topic, partition), tail in tails.items():
         written = runs.get((topic, partition))
         if not written or written[-1].upstream_end < tail:  # else a gap after the runs would look like lost records
@@ -291,7 +370,7 @@ def _check_continuity(batches: list[PartitionBatch], target: MirrorContext, resu
 
 def _measure(
     target: MirrorContext,
-    pending: list[tuple[PartitionBatch, str, Acks]],
+    pending: list[Pending],
     arrived_ms: int,
     acked_ms: int,
     result: BatchResult,
@@ -408,7 +487,7 @@ def _keeping(
     )
 
 
-def _record_heartbeat(target: MirrorContext, pending: list[tuple[PartitionBatch, str, Acks]]) -> int | None:
+def _record_heartbeat(target: MirrorContext, pending: list[Pending]) -> int | None:
     """After a batch of the source's heartbeats topic reached the target: its newest heartbeat's latency, recorded
     in the flow status. A state table hiccup is logged, never fails a replicated batch."""
     heartbeats_topic = target.policy.heartbeats_topic()
