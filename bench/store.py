@@ -3,8 +3,8 @@ the time until the state answers, a batch's state write (a partition's offset ru
 at a time, and six at once (a batch of six partitions), with the CPU taken (this process's and the store's).
 
 ``topic`` is the state port's Kafka adapter in this process (what ``srm run`` uses: each partition's writes in its own
-fenced transactions); the others go through the DynamoDB adapter over HTTP to a store process: ``kafka`` (the
-DynamoDB emulation over a compacted topic that ``srm run`` used before), DynamoDB Local, moto."""
+fenced transactions); ``kafka`` goes through the DynamoDB adapter over HTTP to the DynamoDB emulation over a compacted
+topic (``srm.local.store``: where ``srm run`` kept its state before, and keeps its config, nodes and metrics tables)."""
 
 from __future__ import annotations
 
@@ -72,11 +72,11 @@ def measure(kind: str, workdir: Path, bootstrap: str, writes: int) -> dict[str, 
         one_ms, six_ms = _timed(topic_state, writes)
         topic_state.stop()
         return {"ready_s": ready_s, "write_ms": one_ms, "six_writes_ms": six_ms, "cpu_s": _cpu_s() - cpu}
-    kafka = None
-    if kind == "kafka":
-        topic = _topic(bootstrap, "srm-store")
-        kafka = KafkaStoreSpec("b", topic, {"bootstrap.servers": bootstrap}, {"bootstrap.servers": bootstrap})
-    store = LocalStore(0, workdir / kind, kind, kafka)  # type: ignore[arg-type]
+    if kind != "kafka":
+        raise ValueError(f"unknown state kind {kind!r}: topic or kafka")
+    topic = _topic(bootstrap, "srm-store")
+    kafka = KafkaStoreSpec("b", topic, {"bootstrap.servers": bootstrap}, {"bootstrap.servers": bootstrap})
+    store = LocalStore(kafka, state_dir=workdir / kind)
     cpu, started = _cpu_s(), time.monotonic()
     url = store.start()
     store.wait_ready(60)
@@ -91,7 +91,7 @@ def measure(kind: str, workdir: Path, bootstrap: str, writes: int) -> dict[str, 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__)
     parser.add_argument("--writes", type=int, default=600)
-    parser.add_argument("--kinds", default="topic,kafka,durable,memory")
+    parser.add_argument("--kinds", default="topic,kafka", help="comma-separated: topic, kafka")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="srm-bench-store-"))
     cluster = LocalCluster("b", workdir / "kafka" / "data")

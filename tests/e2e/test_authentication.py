@@ -173,6 +173,7 @@ def test_scram_source_to_mtls_target_replicates_identically(secured: Secured, tm
             **secured.mtls("b", secured.ca.keystore("admin")),
             "a->b.enabled": "true",
             "a->b.topics": topic,
+            "nodes.group.id": unique("srm-auth"),  # its state of its own (in Kafka, on b), not another test's
             **FAST,
         },
     )
@@ -186,7 +187,7 @@ def test_scram_source_to_mtls_target_replicates_identically(secured: Secured, tm
     assert f"    {topic} → a.{topic}" in check.stdout
 
     # WHEN srm run replicates a->b
-    with SrmRun(config, tmp_path, ("--store", "memory")) as run:
+    with SrmRun(config, tmp_path) as run:
         wait_replicated(a, topic, b, f"a.{topic}", timeout=60)
         assert run.alive(), run.output()[-2000:]
 
@@ -241,7 +242,7 @@ def test_refused_connection_is_one_line_naming_the_cluster_and_the_cause(secured
     assert f"cluster {other} answers" in check.stdout
 
     # WHEN srm run is started with it
-    run = run_cli("srm", "run", "--config", str(config), "--store", "memory", "--no-metrics", cwd=tmp_path, timeout=60)
+    run = run_cli("srm", "run", "--config", str(config), "--no-metrics", cwd=tmp_path, timeout=60)
 
     # THEN it stops before starting anything, with one line naming the cluster and the cause; exit status 1
     assert run.returncode == 1, run.stdout + run.stderr
@@ -402,12 +403,13 @@ def test_least_privilege_users_replicate_and_a_missing_acl_is_named(secured: Sec
             "a->b.topics": f"{p}\\\\..*",
             "a->b.groups": f"{p}\\\\..*",
             "offset-syncs.topic.location": "target",
+            "nodes.group.id": unique("srm-auth"),  # its state of its own (in Kafka, on b), not another test's
             **FAST,
         },
     )
 
     # WHEN srm run replicates with them
-    with SrmRun(config, tmp_path, ("--store", "memory")) as run:
+    with SrmRun(config, tmp_path) as run:
         wait_replicated(a, topic, b, remote, timeout=60)
         # THEN the group is checkpointed and synced, offset syncs reach the target, heartbeats flow both ways of the
         # flow, and the topic's ACL follows to the remote topic

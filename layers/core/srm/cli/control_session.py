@@ -135,7 +135,7 @@ class Session:
         config = self.store().load()
         state_dir = Path.cwd() / STATE_DIR
         alias = known_store_cluster(config.nodes().topic, state_dir)
-        if alias is None:  # its store is a DynamoDB (--store memory or durable): the state table is there
+        if alias is None:  # no state topic noted in this directory: the state is in the store's state table
             return DynamoDBState(self.dynamodb(), self.args.state_table)
         clients = config
         with contextlib.suppress(OSError, ConfigError):

@@ -38,17 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
     run.add_argument(
         "--endpoint-url",
-        help="DynamoDB endpoint for the config and state tables, shared by every node given it (default: the "
-        "state in Kafka; --store)",
+        help="a DynamoDB endpoint (LocalStack, a DynamoDB Local you run) for the config and state tables, shared by "
+        "every node given it (default: the state in compacted topics on one of the clusters, shared by every node "
+        "of the cluster, kept across restarts and crashes)",
     )
-    run.add_argument(
-        "--store",
-        choices=("kafka", "durable", "memory"),
-        default="kafka",
-        help="where the state is: kafka (default; a compacted topic on one of the clusters, shared by every node "
-        "of the cluster, kept across restarts and crashes), durable (DynamoDB Local, this node's alone, in "
-        ".srm-local/dynamodb) or memory (moto; forgotten when srm run stops)",
-    )
+    run.add_argument("--store", help=argparse.SUPPRESS)  # retired (kafka, durable, memory): said by _run
     run.add_argument(
         "--node-id",
         help="this node's id among the nodes of the cluster (default: derived from the host and this directory, the "
@@ -150,6 +144,11 @@ def _run(args: argparse.Namespace) -> int:
     """run every enabled flow of a config file until stopped (Ctrl-C)"""
     from srm.local.runtime import RuntimeOptions, run
 
+    if args.store not in (None, "kafka"):  # the state is in Kafka (the former default), or at --endpoint-url
+        raise ConfigError(
+            f"--store {args.store}: srm run no longer runs that store; leave --store out (the state is kept in "
+            "Kafka), or give any DynamoDB (LocalStack, a DynamoDB Local you run) with --endpoint-url URL"
+        )
     config = load_file(args.config)
     for warning in config.warnings:
         logging.warning(warning)
@@ -158,7 +157,6 @@ def _run(args: argparse.Namespace) -> int:
     options = RuntimeOptions(
         endpoint_url=args.endpoint_url,
         store_port=args.store_port,
-        store=args.store,
         node_id=args.node_id,
         config_table=args.config_table,
         state_table=args.state_table,

@@ -172,6 +172,7 @@ def _config(source: str, target: str) -> SrmConfig:
             "emit.checkpoints.interval.seconds": "1",
             "sync.group.offsets.interval.seconds": "1",
             "replication.factor": "1",
+            "checkpoints.topic.replication.factor": "1",  # and the state's topics: one broker
             "refresh.topics.interval.seconds": "2",
         },
         source="srm demo",
@@ -223,10 +224,9 @@ def run_demo(records: int = 30_000, keep_data: bool = False, chart: Path = Path(
         print(f"produced a backlog of {backlog:,} records on {SOURCE} in {time.monotonic() - t0:.1f}s")
 
         print(f"replicating {SOURCE}->{TARGET} through the mirror handler (local event source mappings)...")
-        runtime = LocalRuntime(
-            # a throwaway run: the in-memory store
+        runtime = LocalRuntime(  # its state in Kafka, on us-east (the flow's target), as srm run keeps it
             _config(west.bootstrap, east.bootstrap),
-            RuntimeOptions(state_dir=workdir / ".srm-local", store="memory", aggregation=False),
+            RuntimeOptions(state_dir=workdir / ".srm-local", aggregation=False),
         )
         started = time.monotonic()
         started_ms = int(time.time() * 1000)
@@ -250,6 +250,7 @@ def run_demo(records: int = 30_000, keep_data: bool = False, chart: Path = Path(
                 _produce(west.bootstrap, topic, partitions, records + live, 200, live_producer)
             live += 200
             time.sleep(0.1)
+        del live_producer  # flushed: gone before the clusters stop, which it would log as lost connections
         caught_up = _wait_caught_up(west.bootstrap, east.bootstrap, timeout=120)
         time.sleep(0.5)
         probe.stop()
@@ -368,6 +369,22 @@ class _MetricsReport(NamedTuple):
     agrees: bool
 
 
+def _download_raw_metrics(runtime: LocalRuntime) -> None:
+    """The workers send their raw metric records to the metrics topic beside the state: into the raw files the
+    aggregation reads, as the aggregation's leader of an ``srm run`` cluster does (:mod:`srm.local.aggregator`)."""
+    from srm.kafka.clients import consumer_config
+    from srm.kafka.raw_metrics import RawDownload
+
+    env = runtime.worker_env("", "")
+    alias, topic = env["SRM_STORE_CLUSTER"], env["SRM_METRICS_TOPIC"]
+    conf = consumer_config(runtime.config, alias, None, group_id="srm-metrics-download")
+    download = RawDownload(conf, topic, runtime.metrics_dir / "raw")
+    try:
+        download.read()  # to the topic's end now (the workers go on sending: heartbeats, checkpoints)
+    finally:
+        download.close()
+
+
 def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int]) -> _MetricsReport:
     """One aggregation of the raw metrics the functions wrote, then per topic from the metrics API (as ``srm
     metrics`` and the web view read it): records (checked against ``counted``), throughput, latency p50/p99 and the
@@ -375,6 +392,7 @@ def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int
     from srm.local.aggregator import aggregate_once, metrics_table, spark_session
 
     t0 = time.monotonic()
+    _download_raw_metrics(runtime)
     spark = spark_session()
     try:
         table = metrics_table(runtime.options.metrics_table, runtime.endpoint_url)
@@ -386,7 +404,8 @@ def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int
         "",
         f"metrics ({report.files_read} raw files, {report.rows_written} rows written by one aggregation in "
         f"{time.monotonic() - t0:.1f}s, Spark start included), from the metrics API at {url}:",
-        f"{'topic':<12}{'records':>10}{'counted':>10}{'peak rec/s':>12}{'latency p50':>13}{'p99':>10}{'lag':>6}",
+        f"{'topic':<12}{'records':>10}{'counted':>10}{'rec/s, busiest min':>20}{'latency p50':>13}{'p99':>10}"
+        f"{'lag':>6}",
     ]
     if url is None:
         return _MetricsReport("\n".join([*lines, "metrics: the API did not start (no .srm-local/api.url)"]), False)
@@ -401,12 +420,12 @@ def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int
             hours = api.get(f"{path}/replication-latency-ms", resolution="1h", **{"from": since_ms - 3_600_000})
             lags = api.get(f"{path}/replication-records-lag", **window)["points"]
             total = sum(p["value"] for p in minutes)
-            peak = max((p["value"] for p in rates), default=0)
+            busiest_minute = max((p["value"] for p in rates), default=0)  # a minute's average rate
             busiest: dict[str, Any] = max(hours["points"], key=lambda p: p["count"] or 0, default={})
             agrees &= total == counted[topic]
             lag = f"{lags[-1]['value']:.0f}" if lags else "-"
             lines.append(
-                f"{topic:<12}{total:>10,.0f}{counted[topic]:>10,}{peak:>12,.0f}"
+                f"{topic:<12}{total:>10,.0f}{counted[topic]:>10,}{busiest_minute:>20,.0f}"
                 f"{busiest.get('p50') or 0:>10,.0f} ms{busiest.get('p99') or 0:>7,.0f} ms"
                 f"{lag:>6}"
             )

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import EndpointConnectionError
 
 from srm.aws.config_table import ConfigStore, create_config_table
 from srm.aws.metrics_table import create_metrics_table
@@ -49,7 +50,15 @@ from srm.local.nodes import (
     metrics_topic,
 )
 from srm.local.state_upgrade import upgrade_state
-from srm.local.store import STATE_DIR, KafkaStoreSpec, LocalStore, StoreKind, free_port, known_store_cluster
+from srm.local.store import (
+    STATE_DIR,
+    KafkaStoreSpec,
+    LocalStore,
+    StoreError,
+    check_state_dir,
+    free_port,
+    known_store_cluster,
+)
 
 __all__ = ["FENCED_EXIT", "LocalRuntime", "NodeFencedError", "RuntimeOptions"]
 
@@ -74,7 +83,6 @@ class NodeFencedError(PermanentError, RuntimeError):
 class RuntimeOptions:
     endpoint_url: str | None = None
     store_port: int = 0
-    store: StoreKind = "kafka"
     node_id: str | None = None  # default: derived from the host and the run directory
     config_table: str = "srm-config"
     state_table: str = "srm-state"
@@ -134,15 +142,16 @@ class LocalRuntime:
         while the cluster holding the shared state does not answer. Raises :class:`_Stopped` once ``stop`` is set,
         at the next step: :func:`run` runs it in a thread of its own, so that no step delays a stop."""
         stop = stop or threading.Event()
+        if self.endpoint_url is None:
+            check_state_dir(self.options.state_dir)  # before anything is asked or created
         self._check_clusters()
         if self.endpoint_url is None:
-            kafka = self._kafka_store() if self.options.store == "kafka" else None
+            kafka = self._kafka_store()
             with self._unless(stop):
-                self._store = LocalStore(self.options.store_port, self.options.state_dir, self.options.store, kafka)
+                self._store = LocalStore(kafka, self.options.store_port, self.options.state_dir)
                 self.endpoint_url = self._store.start()
             self._note_config_path()
-            if kafka is not None:
-                self._wait_for_state(kafka, stop)
+            self._wait_for_state(kafka, stop)
         dynamodb = boto3.client(
             "dynamodb",
             region_name=self.options.region,
@@ -150,7 +159,10 @@ class LocalRuntime:
             aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "local"),
             aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
         )
-        create_config_table(dynamodb, self.options.config_table)
+        try:
+            create_config_table(dynamodb, self.options.config_table)
+        except EndpointConnectionError as e:  # --endpoint-url given: a DynamoDB that is not (yet) running there
+            raise StoreError(f"--endpoint-url {self.endpoint_url}: no DynamoDB answers there ({e})") from None
         create_state_table(dynamodb, self.options.state_table)
         if self._store_alias is not None:
             upgrade_state(dynamodb, self.options.state_table, self._open_state)
