@@ -161,7 +161,7 @@ def test_metrics_api_answers_api_gateway_requests(runtimes: dict[str, FunctionRu
     event = json.loads(text)
     event["pathParameters"]["upstreamTopic"] = topic
     status, body = _response(api.invoke(event))
-    assert (status, body["points"]) == (200, []), body
+    assert status == 200 and body.get("points") == [], body
 
 
 @pytest.mark.parametrize(

@@ -1,58 +1,36 @@
-"""The composition root: reads the environment once per container and builds what the use cases need.
+"""The wiring of srm's functions: reads the environment once per container and builds what the use cases need.
 
-Nothing else in ``srm`` reads ``os.environ`` (the variables: :mod:`srm.app.environment`). :class:`App` is the
-container's clients and stores (:mod:`srm.app.base`) with every function's wiring, a module each: ``mirror``,
-``checkpoint``, ``heartbeat``, ``topic_sync`` and ``metrics_api`` — each builds its function's context for this
-container's flow and keeps what that function holds for the container's life.
+Nothing else in ``srm`` reads ``os.environ`` (the variables: :mod:`srm.app.environment`). The container's clients and
+stores are :mod:`srm.app.base`; each function's wiring is a module: ``mirror``, ``checkpoint``, ``heartbeat``,
+``topic_sync`` (which advertises the metrics API, so it includes that wiring) and ``metrics_api`` — each builds its
+function's context for this container's flow and keeps what that function holds for the container's life. A Lambda
+handler imports only its function's module; :class:`App` (:mod:`srm.app.composed`), every function's wiring on one
+container, is imported only where every function runs in one process, so this package imports none of them itself.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-
-from srm.app.checkpoint import CheckpointWiring
-from srm.app.environment import Environment
-from srm.app.heartbeat import HeartbeatWiring
-from srm.app.metrics_api import MetricsApiWiring
-from srm.app.mirror import MirrorWiring
-from srm.app.topic_sync import TopicSyncWiring
-from srm.aws.secrets import secrets_manager_resolver
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["App", "Environment", "secrets_manager_resolver"]
 
+if TYPE_CHECKING:
+    from srm.app.composed import App
+    from srm.app.environment import Environment
+    from srm.aws.secrets import secrets_manager_resolver
 
-class App(MirrorWiring, CheckpointWiring, HeartbeatWiring, TopicSyncWiring, MetricsApiWiring):
-    """Per-container wiring. ``App.current()`` is what handlers use; tests build their own."""
 
-    _current: App | None = None
-    _current_lock = threading.Lock()
-    _bound: ContextVar[App | None] = ContextVar("srm_app", default=None)
+def __getattr__(name: str) -> Any:
+    if name == "App":
+        from srm.app.composed import App
 
-    @classmethod
-    def current(cls) -> App:
-        bound = cls._bound.get()
-        if bound is not None:
-            return bound
-        with cls._current_lock:
-            if cls._current is None:
-                cls._current = cls(Environment.from_env())
-            return cls._current
+        return App
+    if name == "Environment":
+        from srm.app.environment import Environment
 
-    @classmethod
-    def reset(cls) -> None:
-        """Forget the per-container app (tests; a new environment)."""
-        with cls._current_lock:
-            cls._current = None
+        return Environment
+    if name == "secrets_manager_resolver":
+        from srm.aws.secrets import secrets_manager_resolver
 
-    @classmethod
-    @contextmanager
-    def serving(cls, app: App) -> Iterator[App]:
-        """``current()`` is ``app`` in this thread meanwhile: several deployments' APIs in one test process."""
-        token = cls._bound.set(app)
-        try:
-            yield app
-        finally:
-            cls._bound.reset(token)
+        return secrets_manager_resolver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

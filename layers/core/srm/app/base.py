@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, ClassVar, NamedTuple, Self, TypedDict
 
 import boto3
 from botocore.config import Config
@@ -57,7 +60,44 @@ class Bound(NamedTuple):
 
 class AppBase:
     """The container's clients and stores; the per-container caches of what functions share (remote topics, internal
-    topics) are kept here, each function's own by its wiring."""
+    topics) are kept here, each function's own by its wiring.
+
+    ``<Wiring>.current()`` is the container's one instance: on Lambda, of the wiring of the function the container
+    runs (a handler imports only its own); where every function runs in one process (``srm run``'s workers, tests),
+    of :class:`srm.app.composed.App`, which has them all, once that module is imported."""
+
+    _current: ClassVar[AppBase | None] = None
+    _current_lock: ClassVar[threading.Lock] = threading.Lock()
+    _bound: ClassVar[ContextVar[AppBase | None]] = ContextVar("srm_app", default=None)
+    composed: ClassVar[type[AppBase] | None] = None  # srm.app.composed.App, once imported
+
+    @classmethod
+    def current(cls) -> Self:
+        bound = AppBase._bound.get()
+        if bound is None:
+            with AppBase._current_lock:
+                if AppBase._current is None:
+                    AppBase._current = (AppBase.composed or cls)(Environment.from_env())
+                bound = AppBase._current
+        if not isinstance(bound, cls):
+            raise TypeError(f"this container's {type(bound).__name__} has no {cls.__name__}")
+        return bound
+
+    @classmethod
+    def reset(cls) -> None:
+        """Forget the per-container app (tests; a new environment)."""
+        with AppBase._current_lock:
+            AppBase._current = None
+
+    @classmethod
+    @contextmanager
+    def serving(cls, app: AppBase) -> Iterator[AppBase]:
+        """``current()`` is ``app`` in this thread meanwhile: several deployments' APIs in one test process."""
+        token = AppBase._bound.set(app)
+        try:
+            yield app
+        finally:
+            AppBase._bound.reset(token)
 
     def __init__(self, env: Environment, dynamodb: Any | None = None) -> None:
         self.env = env

@@ -8,8 +8,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from srm.app.base import AppBase
 from srm.app.environment import Environment
+from srm.app.metrics_api import MetricsApiWiring
 from srm.aws.lambda_mappings import LambdaEventSources
 from srm.flow import Flow
 from srm.kafka.acls import TopicAcls
@@ -20,7 +20,7 @@ from srm.replication.topic_sync import SeenOnce, TopicSyncContext
 __all__ = ["TopicSyncWiring"]
 
 
-class TopicSyncWiring(AppBase):
+class TopicSyncWiring(MetricsApiWiring):  # topic sync advertises the metrics API of this deployment
     def __init__(self, env: Environment, dynamodb: Any | None = None) -> None:
         super().__init__(env, dynamodb)
         # Set by the local runtime to its emulated mappings; the Lambda API adapter otherwise.

@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from srm.app import App
+from srm.app.checkpoint import CheckpointWiring
 from srm.metrics.emf import Value, publish
 from srm.replication.checkpoint import CheckpointResult, FlowSample, emit_checkpoints, sample_flow
 
@@ -18,7 +18,7 @@ FLUSH_S = 1.0  # the raw metric records' flush before returning (see srm.handler
 
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    app = App.current()
+    app = CheckpointWiring.current()
     ctx = app.checkpoint_context()
     try:
         result = emit_checkpoints(ctx)

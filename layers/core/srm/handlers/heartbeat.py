@@ -10,7 +10,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from srm.app import App
+from srm.app.heartbeat import HeartbeatWiring
 from srm.replication.heartbeat import HeartbeatError, emit_heartbeat
 
 logger = Logger(service="srm-heartbeat")
@@ -18,7 +18,7 @@ logger = Logger(service="srm-heartbeat")
 
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    app = App.current()
+    app = HeartbeatWiring.current()
     emitter = app.heartbeat_context()
     if emitter is None:
         return {"emitted": False}

@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
-from srm.app import App
+from srm.app.metrics_api import MetricsApiWiring
 from srm.config.settings import SrmConfig
 from srm.control.metrics import (
     BadRequestError,
@@ -84,12 +84,12 @@ def _errors(*codes: int) -> dict[int, OpenAPIResponse]:
 
 
 def _queries() -> MetricQueries:
-    app = App.current()
+    app = MetricsApiWiring.current()
     return MetricQueries(app.config_store, app.state, app.metrics_table)
 
 
-def _here() -> tuple[App, SrmConfig, Deployment]:
-    app = App.current()
+def _here() -> tuple[MetricsApiWiring, SrmConfig, Deployment]:
+    app = MetricsApiWiring.current()
     config = app.config()
     context = api.current_event.request_context
     request_url = f"https://{context.domain_name}/{context.stage}" if context.domain_name else None

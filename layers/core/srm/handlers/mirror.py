@@ -10,7 +10,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from srm.app import App
+from srm.app.mirror import MirrorWiring
 from srm.core.events import DecodedEvent, MalformedEventError, parse_event
 from srm.metrics.emf import publish
 from srm.replication.context import BatchResult, DataLossError, DeliveryError, MirrorError
@@ -33,7 +33,7 @@ FLUSH_S = 0.5
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any] | DecodedEvent, context: Any) -> dict[str, Any]:
     """Lambda invokes with the MSK JSON event; the local event source may hand over the same batch decoded."""
-    app = App.current()
+    app = MirrorWiring.current()
     ctx = app.mirror_context()
     flow = f"{ctx.source}->{ctx.target}"
     try:

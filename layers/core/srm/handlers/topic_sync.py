@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from srm.app import App
+from srm.app.topic_sync import TopicSyncWiring
 from srm.control.remote import advertise
 from srm.metrics.emf import Value, publish
 from srm.replication.topic_sync import TopicSyncError, TopicSyncResult, sync_topics
@@ -18,7 +18,7 @@ logger = Logger(service="srm-topic-sync")
 
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    app = App.current()
+    app = TopicSyncWiring.current()
     ctx = app.topic_sync_context()
     flow = f"{ctx.source}->{ctx.target}"
     try:
@@ -35,7 +35,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return result.summary()
 
 
-def _advertise(app: App) -> None:
+def _advertise(app: TopicSyncWiring) -> None:
     try:
         context = app.advert_context()
         if context is not None:
