@@ -80,6 +80,25 @@ CASES: dict[str, Case] = {
         {"srm.yaml": f"clusters:\n  a: {{bootstrap.servers: '{A}'}}\n  b: {{}}\nflows:\n  a->b: {{enabled: true}}\n"},
         ("b.bootstrap.servers", "srm.yaml"),
     ),
+    "connectors-contradict": Case(
+        ("srm", "check", "--connectors", "{dir}/connectors"),
+        {
+            "connectors/source.json": '{"name": "s", "config": {"connector.class": "MirrorSourceConnector", '
+            f'"source.cluster.alias": "a", "target.cluster.alias": "b", "source.cluster.bootstrap.servers": "{A}", '
+            '"topics": "orders.*"}}',
+            "connectors/checkpoint.json": '{"name": "c", "config": {"connector.class": "MirrorCheckpointConnector", '
+            '"source.cluster.alias": "a", "target.cluster.alias": "b", "topics": "payments.*"}}',
+        },
+        ("contradict", "checkpoint.json", "source.json", "topics"),
+    ),
+    "connectors-unknown-class": Case(
+        ("srm", "run", "--connectors", "{dir}/connectors"),
+        {
+            "connectors/sink.yaml": "kind: KafkaConnector\nspec:\n  class: io.confluent.S3SinkConnector\n"
+            "  config: {source.cluster.alias: a}\n",
+        },
+        ("sink.yaml", "S3SinkConnector", "MirrorSourceConnector"),
+    ),
     "flow-to-itself": Case(
         run("--config", "{dir}/mm2.properties"),
         {"mm2.properties": MM2.replace("a->b.enabled", "a->a.enabled")},

@@ -51,7 +51,7 @@ def run_log_tails(lines: int = 60) -> dict[str, str]:
 
 
 class SrmRun:
-    """A running ``srm run --config FILE``; its output goes to ``log``."""
+    """A running ``srm run --config FILE`` (``--connectors DIR`` for a folder); its output goes to ``log``."""
 
     def __init__(
         self,
@@ -76,7 +76,7 @@ class SrmRun:
                 "-m",
                 "srm.cli.srm",
                 "run",
-                "--config",
+                "--connectors" if config.is_dir() else "--config",  # a folder: connector definitions
                 str(config),
                 *(() if metrics else ("--no-metrics",)),
                 *(() if api or metrics else ("--no-api",)),

@@ -21,7 +21,7 @@ from botocore.config import Config
 from srm.aws.config_table import ConfigStore, ConfigStoreError
 from srm.aws.secrets import secrets_manager_resolver
 from srm.aws.state import DynamoDBState
-from srm.config.settings import load_file
+from srm.config.connectors import load_config
 from srm.control.edits import Control
 from srm.errors import ConfigError
 from srm.kafka.state import KafkaState, state_topic
@@ -139,7 +139,7 @@ class Session:
             return DynamoDBState(self.dynamodb(), self.args.state_table)
         clients = config
         with contextlib.suppress(OSError, ConfigError):
-            given = load_file((state_dir / "config.path").read_text().strip())
+            given = load_config(Path((state_dir / "config.path").read_text().strip()))
             if given.nodes().group_id == config.nodes().group_id:
                 clients = given
         resolver = secrets_manager_resolver(self.region)

@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from srm.cli.options import add_command, add_json, add_timeout, positive_seconds
-from srm.config.settings import load_file
+from srm.config.connectors import load_connectors
+from srm.config.settings import SrmConfig, load_file
 from srm.errors import ConfigError, PermanentError, SrmError
 
 __all__ = ["main"]
@@ -35,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="srm", description="serverless-srm: Kafka replication, locally or on AWS")
     sub = parser.add_subparsers(dest="command", required=True)
     run = add_command(sub, "run", _run)
-    run.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
+    _config_arguments(run)
     run.add_argument(
         "--endpoint-url",
         help="a DynamoDB endpoint (LocalStack, a DynamoDB Local you run) for the config and state tables, shared by "
@@ -78,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("-v", "--verbose", action="store_true", help="handler logs and EMF metrics too")
     check = add_command(sub, "check", _check)
-    check.add_argument("--config", required=True, type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
+    _config_arguments(check)
     check.add_argument(
         "--connect",
         action="store_true",
@@ -139,6 +140,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args.command == "metrics" else 130
 
 
+def _config_arguments(command: argparse.ArgumentParser) -> None:
+    given = command.add_mutually_exclusive_group(required=True)
+    given.add_argument("--config", type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
+    given.add_argument(
+        "--connectors",
+        type=Path,
+        metavar="DIR",
+        help="a folder of MirrorMaker 2 connector definitions (KafkaConnector YAML or Connect REST JSON): each "
+        "source->target pair's connectors become one flow",
+    )
+
+
+def _given_config(args: argparse.Namespace) -> SrmConfig:
+    return load_file(args.config) if args.config is not None else load_connectors(args.connectors)
+
+
 # The commands: each handler's docstring is its help (the first paragraph) and description (the rest).
 def _run(args: argparse.Namespace) -> int:
     """run every enabled flow of a config file until stopped (Ctrl-C)"""
@@ -149,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
             f"--store {args.store}: srm run no longer runs that store; leave --store out (the state is kept in "
             "Kafka), or give any DynamoDB (LocalStack, a DynamoDB Local you run) with --endpoint-url URL"
         )
-    config = load_file(args.config)
+    config = _given_config(args)
     for warning in config.warnings:
         logging.warning(warning)
     if args.stop.is_set():
@@ -195,7 +212,7 @@ def _check(args: argparse.Namespace) -> int:
     from srm.control.check import check, print_report
 
     report = check(
-        load_file(args.config),
+        _given_config(args),
         resolver=secrets_manager_resolver(_region()) if args.connect else None,
         connect=args.connect,
         timeout=args.timeout,

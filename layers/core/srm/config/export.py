@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from srm.config.parsing import _to_str
+from srm.config.parsing import as_text
 from srm.config.scopes import scope_key, split_scopes
 
 __all__ = ["format_properties", "format_yaml"]
@@ -61,7 +61,7 @@ def _yaml_value(value: str) -> Any:
         native = yaml.safe_load(value) if value else value
     except yaml.YAMLError:
         return value
-    if isinstance(native, bool | int | float) and _to_str(native) == value:
+    if isinstance(native, bool | int | float) and as_text(native) == value:
         return native
     return value
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from srm.config.parsing import _to_str
+from srm.config.parsing import as_text
 from srm.core.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS,
@@ -115,7 +115,7 @@ class FlowSettings(BaseModel):
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
     @classmethod
     def _patterns_valid(cls, value: Any, info: ValidationInfo) -> str:
-        text = _to_str(value)
+        text = as_text(value)
         field_info = cls.model_fields[info.field_name or ""]
         PatternList.parse(text, field_info.alias or info.field_name or "pattern")  # FilterError names the regex
         return text
@@ -123,7 +123,7 @@ class FlowSettings(BaseModel):
     @field_validator("exactly_once_source_support", mode="before")
     @classmethod
     def _eos_value(cls, value: Any) -> str:
-        text = _to_str(value).strip().lower()  # Connect accepts any case
+        text = as_text(value).strip().lower()  # Connect accepts any case
         if text not in ("disabled", "preparing", "enabled"):
             raise ValueError("expected enabled, disabled or preparing (Kafka Connect's exactly.once.source.support)")
         return text

@@ -11,7 +11,7 @@ from typing import Any
 
 from srm.errors import ConfigError
 
-__all__ = ["Properties", "decode_text", "parse_config_bytes", "parse_properties_text", "parse_yaml_text"]
+__all__ = ["Properties", "as_text", "decode_text", "parse_config_bytes", "parse_properties_text", "parse_yaml_text"]
 
 _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 
@@ -37,7 +37,7 @@ class Properties(Mapping[str, str]):
         return self.origins.get(key, self.source)
 
     def set(self, key: str, value: Any, origin: str | None = None) -> None:
-        self.data[key] = _to_str(value)
+        self.data[key] = as_text(value)
         self.origins[key] = origin or self.source
 
     def remove(self, key: str) -> None:
@@ -52,11 +52,12 @@ class Properties(Mapping[str, str]):
         return props
 
 
-def _to_str(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A YAML or JSON value as the text an MM2 property holds (booleans lower case, lists comma-separated)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple):
-        return ", ".join(_to_str(v) for v in value)
+        return ", ".join(as_text(v) for v in value)
     return "" if value is None else str(value)
 
 

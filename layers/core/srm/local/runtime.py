@@ -212,8 +212,8 @@ class LocalRuntime:
     def _note_config_path(self) -> None:
         """Where this run's config file is, for ``srm-control --local`` in this directory: it reaches the state
         with the file's settings (the config table holds literal secrets only as references to the environment)."""
-        source = Path(self.config.properties.source)
-        if source.is_file():
+        source = Path(self.config.properties.source)  # a file, or a folder of connector definitions
+        if source.exists():
             (self.options.state_dir / "config.path").write_text(f"{source.resolve()}\n")
 
     def _open_state(self) -> KafkaState:
