@@ -88,6 +88,20 @@ def test_config_import_then_export_round_trips_an_mm2_properties(cli: Cli):
     )
 
 
+def test_config_import_takes_a_folder_of_connector_definitions(cli: Cli):
+    # GIVEN MirrorMaker 2's three connectors of us-west->us-east in a folder
+    from tests.unit.test_connectors import the_three
+
+    the_three(cli.cwd / "connectors")
+    # WHEN the folder is imported THEN the config table holds the one flow they make
+    code, out, err = cli("config", "import", "connectors", "--create-tables")
+    assert (code, err) == (0, "")
+    assert "imported connectors into srm-config: 2 cluster(s), 1 flow(s) (1 enabled)" in out
+    code, exported, _ = cli("config", "export")
+    assert code == 0 and "us-west->us-east.topics = orders.*" in exported
+    assert "us-west->us-east.groups = billing|audit" in exported
+
+
 def test_topics_list_add_remove_print_before_and_after(cli: Cli):
     cli("config", "import", "mm2.properties", "--create-tables")
     code, out, _ = cli("topics", "--source", "us-west", "--target", "us-east", "--list")

@@ -12,7 +12,7 @@ from srm.aws.state import create_state_table
 from srm.cli.control_session import Register, Session, UsageError, flow_args
 from srm.cli.options import add_command
 from srm.cli.tables import table
-from srm.config.settings import load_file
+from srm.config.connectors import load_config
 from srm.control.edits import Control, FilterEdit, FilterKind, FilterView, FlowInfo, PatternSetting
 from srm.core.filters import parse_list
 from srm.errors import ConfigError
@@ -189,7 +189,12 @@ def register_config(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("config", help="import a configuration file into the config table, or export it")
     verbs = p.add_subparsers(dest="config_command", metavar="{import,export}", required=True)
     imp = add_command(verbs, "import", _config_import, parents=[common])
-    imp.add_argument("file", type=Path, metavar="FILE")
+    imp.add_argument(
+        "file",
+        type=Path,
+        metavar="FILE",
+        help="YAML, mm2.properties, or a folder of MirrorMaker 2 connector definitions",
+    )
     imp.add_argument("--dry-run", action="store_true", help="print what would change, write nothing")
     imp.add_argument("--create-tables", action="store_true", help="create the config and state tables if missing")
     exp = add_command(verbs, "export", _config_export, parents=[common])
@@ -197,12 +202,12 @@ def register_config(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _config_import(session: Session, args: argparse.Namespace) -> int:
-    """replace the configuration with a file (YAML or mm2.properties), validated first
+    """replace the configuration with a file (YAML or mm2.properties) or connector definitions, validated first
 
     Validate FILE completely, then make the config table hold exactly it, in one conditional write; nothing is written
     when anything is wrong. Secrets must be references (${env:NAME}, ${secretsmanager:id}).
     """
-    config = load_file(args.file)  # parses and validates everything; ConfigError names key and file:line
+    config = load_config(args.file)  # parses and validates everything; ConfigError names key and file:line
     for warning in config.warnings:
         session.warn(warning)
     if args.create_tables and not args.dry_run:
