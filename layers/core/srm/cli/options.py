@@ -11,12 +11,19 @@ from typing import Any
 __all__ = ["add_command", "add_json", "add_timeout", "positive_seconds"]
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's, 100 columns wide: a command's usage line stays one line above its error (80 wraps it)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=100)
+
+
 def add_command(subparsers: Any, name: str, handler: Callable[..., int], **options: Any) -> argparse.ArgumentParser:
     """The command ``name``, run by ``handler`` and documented by its docstring: the first paragraph is the command's
     line in the list of commands, the rest (if any) the description its ``--help`` shows."""
     summary, _, description = (inspect.getdoc(handler) or "").partition("\n\n")
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=summary, description=description or None, **options
+        name, help=summary, description=description or None, formatter_class=_Formatter, **options
     )
     parser.set_defaults(handler=handler)
     return parser

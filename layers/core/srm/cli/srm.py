@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _config_arguments(command: argparse.ArgumentParser) -> None:
     given = command.add_mutually_exclusive_group(required=True)
-    given.add_argument("--config", type=Path, help="YAML (.yaml/.yml) or MM2 properties (.properties)")
+    given.add_argument("--config", type=Path, metavar="FILE", help="YAML (.yaml/.yml) or MM2 properties (.properties)")
     given.add_argument(
         "--connectors",
         type=Path,
