@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from srm.app.base import AppBase
+from srm.app.environment import Environment
 from srm.core.loops import mirror_skips
 from srm.kafka.clients import consumer_config
 from srm.kafka.readers import quiet_probe
@@ -12,7 +15,9 @@ __all__ = ["CheckpointWiring"]
 
 
 class CheckpointWiring(AppBase):
-    _active_on_target: set[str] | None = None  # per container (see CheckpointContext)
+    def __init__(self, env: Environment, dynamodb: Any | None = None) -> None:
+        super().__init__(env, dynamodb)
+        self._active_on_target: set[str] = set()  # per container (see CheckpointContext)
 
     def checkpoint_context(self) -> CheckpointContext:
         """The checkpoint function's dependencies for this container's flow."""
@@ -42,11 +47,5 @@ class CheckpointWiring(AppBase):
             quiet_back=quiet_probe(back_probe_config, skips=opposite_skips),
             metrics=self.metrics,
             emitter=self.env.node_id or self.env.function_name or "",
-            active_on_target=self._groups_active_on_target(),
+            active_on_target=self._active_on_target,
         )
-
-    def _groups_active_on_target(self) -> set[str]:
-        with self._lock:
-            if self._active_on_target is None:
-                self._active_on_target = set()
-            return self._active_on_target

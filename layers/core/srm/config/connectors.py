@@ -111,29 +111,26 @@ def _connector(document: Any, where: str) -> Connector:
             origin=origin,
         )
     if not str(config.get("source.cluster.alias") or ""):
-        raise ConfigError(f"{kind} {name or ''}: source.cluster.alias is missing".replace("  ", " "), origin=origin)
+        raise ConfigError(f"{' '.join(filter(None, (kind, name)))}: source.cluster.alias is missing", origin=origin)
     return Connector(kind, name, config, origin)
 
 
 def connector_properties(connectors: list[Connector], source: str = "<connectors>") -> Properties:
     """The connectors as one MM2 property map: a flow per source→target pair (see the module's docstring)."""
     props = Properties(source=source)
-    setters: dict[str, tuple[str, str, str]] = {}  # property → (value, connector origin, connector key)
     aliases: list[str] = []
 
     def put(key: str, value: Any, connector: Connector, connector_key: str) -> None:
         text = as_text(value)
-        before = setters.get(key)
-        if before is not None and ignored_because(connector_key) is not None:
+        if key in props and ignored_because(connector_key) is not None:
             return  # each connector's own (tasks.max, converters): unused here, and listed once by srm check
-        if before is not None and before[0] != text:
+        if key in props and props[key] != text:
             raise ConfigError(
-                f"the connectors contradict each other: {before[1]} sets {before[2]} = {before[0]!r}, "
-                f"{connector.origin} sets {connector_key} = {text!r}",
+                f"the connectors contradict each other: {props.origin(key)} = {props[key]!r}, "
+                f"{connector.origin}: {connector_key} = {text!r}",
                 key=connector_key,
                 origin=connector.origin,
             )
-        setters[key] = (text, connector.origin, connector_key)
         props.set(key, text, f"{connector.origin}: {connector_key}")
 
     for connector in connectors:
