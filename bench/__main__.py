@@ -30,6 +30,8 @@ from bench.mm2 import MM2_EXACTLY_ONCE, MM2_TUNING
 from bench.report import compare, write_json
 from bench.store import measure as measure_state
 from bench.summary import summary
+from bench.transforms import line as transforms_line
+from bench.transforms import measure as measure_transforms
 from bench.workload import Workload, create_topics, end_offsets, produce_backlog, wait_for_offsets
 from srm.local.kafka import kafka_version
 
@@ -59,7 +61,7 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["limit", "handler", "state", "coldstart", "e2e"],
+        choices=["limit", "handler", "state", "coldstart", "e2e", "transforms"],
         action="append",
         help="run only these paths",
     )
@@ -175,6 +177,15 @@ def _check_replicated(bootstraps: tuple[str, str], workload: Workload, remote: s
         raise RuntimeError(f"{remote} holds {have} records per partition, {workload.topic} {want}")
 
 
+def _previous(path: Path) -> dict[str, Any]:
+    """The last run's results ({} when there are none)."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def merged(previous: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
     """The last whole run's results with what a run of only some paths measured put in (their sections updated,
     one level deep); the whole run's date and commit stay, the partial run's are noted beside them."""
@@ -204,7 +215,7 @@ def merged(previous: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     args = _args()
     signal.signal(signal.SIGTERM, _terminate)
-    only = set(args.only or ["limit", "handler", "state", "coldstart", "e2e"])
+    only = set(args.only or ["limit", "handler", "state", "coldstart", "e2e", "transforms"])
     from srm.local.clusters import LocalCluster
 
     workloads = {
@@ -236,21 +247,26 @@ def main() -> int:
     paths, labels, facts = results["paths"], results["labels"], results["facts"]
     pinned = not args.no_pinned and (os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None
     try:
-        print(f"starting two local clusters in {workdir} …", flush=True)
+        if only == {"transforms"}:  # pure CPU: no cluster, no backlog
+            clusters = []
+        print(f"starting two local clusters in {workdir} …" if clusters else "no clusters needed", flush=True)
         for cluster in clusters:
             cluster.start()
-        bootstraps = (clusters[0].bootstrap, clusters[1].bootstrap)
-        lives = [live, live_mm2, live_eos, live_mm2_eos, live_join]
-        create_topics(bootstraps[0], {w.topic: w.partitions for w in [*workloads.values(), *lives]})
-        for w in workloads.values():
-            seconds = produce_backlog(bootstraps[0], w)
-            print(f"produced {w.label()} on {w.topic} in {seconds:.1f}s", flush=True)
-        producer_conf, consumer_conf = _client_configs(bootstraps)
-        # the settings, not where librdkafka's logs go (a Python logger)
-        facts["producer_config"] = {k: v for k, v in producer_conf.items() if k not in ("bootstrap.servers", "logger")}
-        facts["consumer_config"] = {
-            k: v for k, v in consumer_conf.items() if k not in ("bootstrap.servers", "group.id", "logger")
-        }
+        if clusters:
+            bootstraps = (clusters[0].bootstrap, clusters[1].bootstrap)
+            lives = [live, live_mm2, live_eos, live_mm2_eos, live_join]
+            create_topics(bootstraps[0], {w.topic: w.partitions for w in [*workloads.values(), *lives]})
+            for w in workloads.values():
+                seconds = produce_backlog(bootstraps[0], w)
+                print(f"produced {w.label()} on {w.topic} in {seconds:.1f}s", flush=True)
+            producer_conf, consumer_conf = _client_configs(bootstraps)
+            # the settings, not where librdkafka's logs go (a Python logger)
+            facts["producer_config"] = {
+                k: v for k, v in producer_conf.items() if k not in ("bootstrap.servers", "logger")
+            }
+            facts["consumer_config"] = {
+                k: v for k, v in consumer_conf.items() if k not in ("bootstrap.servers", "group.id", "logger")
+            }
 
         if "limit" in only:
             create_topics(bootstraps[1], {f"limit.{w.topic}": w.partitions for w in workloads.values()})
@@ -272,6 +288,13 @@ def main() -> int:
                 _check_replicated(bootstraps, w, f"limitpin.{w.topic}")
                 paths["limit_pinned"] = {"small": result.as_json()}
                 print(f"limit pinned small: {result.records_per_s:,.0f} records/s", flush=True)
+
+        if "transforms" in only:
+            # beside the copy loop: this run's, else the last run's (in --output, else in bench/results.json)
+            earlier = [_previous(path).get("paths", {}).get("limit") for path in (args.output, RESULTS)]
+            limit = paths.get("limit") or next(filter(None, earlier), {})
+            results["transforms"] = measure_transforms(limit.get("small", {}).get("records_per_s"))
+            print(transforms_line(results["transforms"]), flush=True)
 
         if "handler" in only:
             labels["handler"] = "handler alone (pre-built 6 MB events)"
@@ -322,13 +345,12 @@ def main() -> int:
             facts["handler_state"] = "moto in-process (mock_aws): one state write per batch per partition"
 
         if "state" in only:
-            # a batch's state writes: the state port's Kafka adapter in the process (srm run's), against the
-            # DynamoDB emulation over HTTP that srm run kept its state in before
-            facts["state_writes"] = {}
-            for kind, label in (("topic", "state topic, in-process"), ("kafka", "DynamoDB emulation over HTTP")):
-                measured = measure_state(kind, workdir / "state", bootstraps[1], 300)
-                facts["state_writes"][kind] = {"label": label, **{k: round(v, 2) for k, v in measured.items()}}
-                print(f"state writes ({label}): {measured}", flush=True)
+            # a batch's state writes: the state port's Kafka adapter in the process (srm run's); the DynamoDB
+            # emulation over HTTP it was measured against was retired (bench/store.py has its last figures)
+            label = "state topic, in-process"
+            measured = measure_state("topic", workdir / "state", bootstraps[1], 300)
+            facts["state_writes"] = {"topic": {"label": label, **{k: round(v, 2) for k, v in measured.items()}}}
+            print(f"state writes ({label}): {measured}", flush=True)
 
         if "coldstart" in only:
             # each function's imports on its `sam build` output as Lambda runs it, and in the dev venv
@@ -531,12 +553,7 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    previous = None
-    if args.output.exists():
-        try:
-            previous = json.loads(args.output.read_text())
-        except ValueError:
-            previous = None
+    previous = _previous(args.output) or None
     print()
     print(summary(results, PARTITIONS))
     print()

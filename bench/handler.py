@@ -100,7 +100,7 @@ def run_handler(
     from moto import mock_aws
 
     from srm.app import App
-    from srm.aws.config_table import ConfigStore, create_config_table
+    from srm.aws.config_table import DynamoDBConfig, create_config_table
     from srm.aws.state import create_state_table
     from srm.config.parsing import Properties
     from srm.config.settings import SrmConfig
@@ -122,7 +122,7 @@ def run_handler(
         db = boto3.client("dynamodb", region_name="us-east-1")
         create_config_table(db, "srm-config")
         create_state_table(db, "srm-state")
-        ConfigStore(db, "srm-config").replace_all(SrmConfig.from_properties(Properties.of(config_properties)))
+        DynamoDBConfig(db, "srm-config").replace_all(SrmConfig.from_properties(Properties.of(config_properties)))
         App.reset()
         from srm.handlers.mirror import lambda_handler
 

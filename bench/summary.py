@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report import cost_table, table
+from bench.transforms import line as transforms_line
 
 __all__ = ["summary"]
 
@@ -27,6 +28,8 @@ def summary(results: dict[str, Any], partitions: int) -> str:
     lines += _race(results)
     if "handler" in results["paths"]:
         lines.append(f"handler state writes: {results['facts'].get('handler_state')} — real DynamoDB latency differs.")
+    if results.get("transforms"):
+        lines.append(transforms_line(results["transforms"]))
     for kind, m in results["facts"].get("state_writes", {}).items():
         lines.append(
             f"state writes, {m['label']} ({kind}): one partition's {m['write_ms']:.1f} ms, a batch of six partitions' "

@@ -18,11 +18,12 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from srm.app import App
-from srm.aws.nodes import MemberRecord, NodeRecord, Nodes
+from srm.aws.nodes import DynamoDBNodes
 from srm.control.metrics import MetricQueries
 from srm.handlers.metrics_api import lambda_handler
 from srm.local.api_server import ApiServer
 from srm.metrics.model.series import MetricPoint, Series
+from srm.state.nodes import MemberRecord, NodeRecord
 from tests.support.metrics_api import LATENCY_1, LATENCY_2, NOW, OLD, W1, W2, known_metrics, window
 
 pytestmark = pytest.mark.browser
@@ -188,7 +189,7 @@ def test_refreshes_by_itself_and_draws_new_windows(
     open_view(browser, f"{server.url}/ui?refresh=1")
     until(browser, "the flow's points", lambda d: charts(d)["throughput"] == ("ready", 3))
     w3 = NOW - 60_000
-    App.current().metrics_table.write([MetricPoint(Series("1m", "flow", "a", "b"), w3, window(30, 1, LATENCY_2))])
+    App.current().metrics_store.write([MetricPoint(Series("1m", "flow", "a", "b"), w3, window(30, 1, LATENCY_2))])
     # each chart fetches its own series, so one may see the new window a refresh before another
     until(browser, "the new window", lambda d: all(v == ("ready", 4) for v in charts(d).values()))
     assert plotted(browser, "lag")[1] == [40, 7, 3, 1]
@@ -235,7 +236,7 @@ def test_the_nodes_of_an_srm_run_cluster_show_who_leads_and_holds_what(
 ) -> None:
     # GIVEN two live nodes of the cluster (its default group id: the config's aliases), one leading a->b
     now = int(time.time() * 1000)
-    nodes = Nodes(tables["db"], "state", "srm-a-b-c")
+    nodes = DynamoDBNodes(tables["db"], "state", "srm-a-b-c")
     for node, pid in (("host1-aa", 11), ("host2-bb", 22)):
         nodes.put_node(NodeRecord(node, node.split("-")[0], pid, f"/srv/{node}", "token", now - 60_000, now))
     nodes.put_member(MemberRecord("host1-aa", "a", "b", True, {"orders": (0,), "heartbeats": (0,)}, now - 5_000, now))

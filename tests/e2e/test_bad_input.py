@@ -99,6 +99,50 @@ CASES: dict[str, Case] = {
         },
         ("sink.yaml", "S3SinkConnector", "MirrorSourceConnector"),
     ),
+    # -- Single Message Transforms ---------------------------------------------------------------------------------
+    "transform-missing-predicate": Case(
+        check("{dir}/mm2.properties"),
+        {
+            "mm2.properties": MM2 + "a->b.transforms = drop\na->b.transforms.drop.type = Filter\n"
+            "a->b.transforms.drop.predicate = isTombstone\n"
+        },
+        ("a->b.transforms.drop.predicate", "mm2.properties:7", "no predicate 'isTombstone'"),
+    ),
+    "transform-bad-regex": Case(
+        run("--config", "{dir}/srm.yaml"),
+        {
+            "srm.yaml": TWO_CLUSTERS + "flows:\n  a->b: {enabled: true, transforms: f, transforms.f.type: Filter, "
+            "transforms.f.predicate: p, predicates: p, predicates.p.type: TopicNameMatches, "
+            "predicates.p.pattern: 'audit.(['}\n"
+        },
+        ("a->b.predicates.p.pattern", "audit.([", "not a valid regex"),
+    ),
+    "transform-missing-param": Case(
+        check("{dir}/mm2.properties"),
+        {
+            "mm2.properties": MM2 + "transforms = origin\ntransforms.origin.type = InsertHeader\n"
+            "transforms.origin.value.literal = west\n"
+        },
+        ("transforms.origin.header", "missing"),
+    ),
+    "transform-unknown-java-class": Case(
+        run("--config", "{dir}/mm2.properties"),
+        {
+            "mm2.properties": MM2 + "a->b.transforms = x\n"
+            "a->b.transforms.x.type = io.debezium.transforms.ExtractNewRecordState\n"
+        },
+        ("a->b.transforms.x.type", "mm2.properties:6", "ExtractNewRecordState", "Filter, InsertHeader, DropHeaders"),
+    ),
+    "transform-router-in-connector": Case(
+        ("srm", "check", "--connectors", "{dir}/connectors"),
+        {
+            "connectors/source.json": '{"name": "s", "config": {"connector.class": "MirrorSourceConnector", '
+            f'"source.cluster.alias": "a", "target.cluster.alias": "b", "source.cluster.bootstrap.servers": "{A}", '
+            f'"target.cluster.bootstrap.servers": "{B}", "transforms": "route", '
+            '"transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter"}}',
+        },
+        ("source.json", "transforms.route.type", "RegexRouter", "replication.policy.class"),
+    ),
     "flow-to-itself": Case(
         run("--config", "{dir}/mm2.properties"),
         {"mm2.properties": MM2.replace("a->b.enabled", "a->a.enabled")},
@@ -352,7 +396,7 @@ def test_two_aliases_of_one_cluster_are_refused_by_check_and_run(clusters, tmp_p
         last = result.stderr.splitlines()[-1]
         assert last.startswith("srm: east and west are the same cluster (id "), result.stderr
     assert checked.stderr.count("\n") == 1
-    assert not (tmp_path / ".srm-local" / "store.url").exists()  # srm run stopped before its store started
+    assert not (tmp_path / ".srm-local" / "store.cluster").exists()  # srm run stopped before it opened the state
 
 
 def _srm_handles_signals(pid: int) -> bool:

@@ -1,14 +1,47 @@
 """``srm run --connectors DIR``: a flow defined by MirrorMaker 2 connector definitions as Kafka Connect-based
-replication deploys them (KafkaConnector YAML, Connect REST JSON) replicates as a configuration file's would, and
-``srm-control --local`` reaches it with those definitions."""
+replication deploys them (KafkaConnector YAML, Connect REST JSON) replicates as a configuration file's would, its
+source connector's Single Message Transforms applied, and ``srm-control --local`` reaches it with those
+definitions."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from tests.support.kafka import assert_identical, create_topic, numbered_records, produce, unique, wait_replicated
+from confluent_kafka import ConsumerGroupTopicPartitions
+
+from tests.support.kafka import (
+    Rec,
+    admin,
+    assert_identical,
+    create_topic,
+    numbered_records,
+    produce,
+    read_partition,
+    rewind,
+    unique,
+    wait_for,
+    wait_replicated,
+)
 from tests.support.runtime import SrmRun, status_text
 from tests.unit.test_connectors import kafka_connector, rest_body
+
+CONNECT = "org.apache.kafka.connect.transforms."
+# the source connector drops tombstones on their way, as Connect-based replication configures it
+DROP_TOMBSTONES = {
+    "transforms": "dropTombstones",
+    "transforms.dropTombstones.type": CONNECT + "Filter",
+    "transforms.dropTombstones.predicate": "isTombstone",
+    "predicates": "isTombstone",
+    "predicates.isTombstone.type": CONNECT + "predicates.RecordIsTombstone",
+}
+
+
+def target_group_offset(bootstrap: str, group: str, topic: str) -> int | None:
+    request = ConsumerGroupTopicPartitions(group)
+    found = admin(bootstrap).list_consumer_group_offsets([request])[group].result(30)
+    offsets = [tp.offset for tp in found.topic_partitions if tp.topic == topic and tp.partition == 0]
+    return offsets[0] if offsets and offsets[0] >= 0 else None
 
 
 def test_a_flow_from_connector_definitions_replicates_identically(clusters, tmp_path: Path):
@@ -18,16 +51,33 @@ def test_a_flow_from_connector_definitions_replicates_identically(clusters, tmp_
     topic = f"{prefix}.orders"
     create_topic(a, topic, 3)
     produce(a, topic, numbered_records(300, 3, topic))
+    # … and a topic with tombstones (offsets 2 and 4), a group of a's committed at the first of them
+    users, group = f"{prefix}.users", f"{prefix}.consumers"
+    create_topic(a, users, 1)
+    now = int(time.time() * 1000)
+    produce(a, users, [(0, Rec(b"k%d" % i, None if i in (2, 4) else b"v%d" % i, (), now + i)) for i in range(5)])
+    rewind(a, group, users, 1, 2)
     aliases = {"source.cluster.alias": "a", "target.cluster.alias": "b"}
     clusters_of = {**aliases, "source.cluster.bootstrap.servers": a, "target.cluster.bootstrap.servers": b}
     folder = tmp_path / "connectors"
     folder.mkdir()
-    kafka_connector(folder / "source.yaml", "source", "MirrorSourceConnector", {**clusters_of, "topics": f"{prefix}.*"})
+    kafka_connector(
+        folder / "source.yaml",
+        "source",
+        "MirrorSourceConnector",
+        {**clusters_of, "topics": f"{prefix}.*", **DROP_TOMBSTONES},
+    )
     rest_body(
         folder / "checkpoint.json",
         "checkpoint",
         "MirrorCheckpointConnector",
-        {**clusters_of, "topics": f"{prefix}.*", "groups": f"{prefix}.*", "emit.checkpoints.interval.seconds": 5},
+        {
+            **clusters_of,
+            "topics": f"{prefix}.*",
+            "groups": f"{prefix}.*",
+            "emit.checkpoints.interval.seconds": 5,
+            "sync.group.offsets.interval.seconds": 5,
+        },
     )
     kafka_connector(
         folder / "heartbeat.yaml",
@@ -45,5 +95,13 @@ def test_a_flow_from_connector_definitions_replicates_identically(clusters, tmp_
         produce(a, topic, numbered_records(60, 3, topic, start=300))
         wait_replicated(a, topic, b, f"a.{topic}", timeout=60)
         assert assert_identical(a, topic, b, f"a.{topic}") == {0: 120, 1: 120, 2: 120}
+        # … the tombstones are dropped, the other records identical and in order
+        remote = f"a.{users}"
+        wait_for(lambda: len(read_partition(b, remote, 0)) >= 3, 60, message="the users topic replicated")
+        kept = [r for r in read_partition(a, users, 0) if r.value is not None]
+        assert [r.content() for r in read_partition(b, remote, 0)] == [r.content() for r in kept]
+        # … and the group whose next record was dropped resumes on b at the next replicated one (v3, offset 2 there)
+        wait_for(lambda: target_group_offset(b, group, remote) is not None, 60, message="the group's offsets synced")
+        assert target_group_offset(b, group, remote) == 2
         # … and srm-control --local in its directory reads the state with the definitions' settings
         assert "a->b" in status_text(run_dir), run.output()[-2000:]

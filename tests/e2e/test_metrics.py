@@ -7,26 +7,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import requests
 
-from srm.aws.metrics_table import MetricsTable
 from srm.metrics.model.series import MetricPoint, Series
+from srm.metrics.model.store import MetricsStore
 from tests.support.kafka import Rec, create_topic, produce, unique, wait_for, wait_replicated
 from tests.support.runtime import SrmRun, write_config
+from tests.support.state import metrics_store
 
 pytestmark = pytest.mark.e2e
 
 MINUTES_AGO = 5
 
 
-def metrics_table(workdir: Path) -> MetricsTable:
-    url = (workdir / ".srm-local" / "store.url").read_text().strip()
-    return MetricsTable(boto3.client("dynamodb", region_name="us-east-1", endpoint_url=url), "srm-metrics")
-
-
-def minutes(table: MetricsTable, topic: str, since: int) -> list[MetricPoint]:
+def minutes(table: MetricsStore, topic: str, since: int) -> list[MetricPoint]:
     return table.query(Series("1m", "topic", "a", "b", topic), since - 60_000, int(time.time() * 1000) + 60_000)
 
 
@@ -53,7 +48,7 @@ def test_the_metrics_table_counts_every_record_with_its_latency_and_lag_reaches_
     # WHEN srm run replicates them with monitoring on
     with SrmRun(config, tmp_path, metrics=True) as run:
         wait_replicated(a, topic, b, f"a.{topic}", timeout=90)
-        table = metrics_table(tmp_path)
+        table = metrics_store(tmp_path)
 
         def counted() -> list[MetricPoint] | None:
             points = minutes(table, topic, start)

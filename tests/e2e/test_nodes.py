@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import Consumer, TopicPartition
 
-from srm.aws.nodes import Nodes
 from srm.cli.tables import flow_nodes
 from srm.control.nodes import nodes_status
 from srm.flow import Flow
@@ -36,21 +34,23 @@ from tests.support.kafka import (
     wait_for,
 )
 from tests.support.runtime import SrmRun, run_cli, write_config
-from tests.support.state import state_client
+from tests.support.state import nodes_store
 from tests.support.traffic import Arrivals, Traffic, recovery
 
 pytestmark = pytest.mark.e2e
 
 PARTITIONS = 6
-BATCH = 100  # event.source.batch.size: what a killed node may have replicated and not committed, per batch
+BATCH = 100  # event.source.batch.size
+# What a killed node may have replicated and not committed, per partition: the batch being written, and the one before
+# it, whose source offsets are committed asynchronously while the next is collected (srm.local.event_source).
+IN_FLIGHT = 2 * BATCH
 
 
 def nodes(workdir: Path) -> dict[str, dict[str, Any]]:
     """The live nodes as the state in a node's store records them: node id → leader?, partitions (what ``srm
     status`` shows; asked of the store directly, not through a CLI per poll)."""
-    group = yaml.safe_load((workdir.parent / "srm.yaml").read_text())["nodes.group.id"]
     try:
-        status = nodes_status(Nodes(state_client(workdir), "srm-state", group), [Flow("a", "b")])
+        status = nodes_status(nodes_store(workdir), [Flow("a", "b")])
     except Exception:  # the node is not up yet, or gone
         return {}
     flow = flow_nodes(status, "a->b")
@@ -214,7 +214,7 @@ def test_three_nodes_lose_nothing_when_one_is_killed_one_restarted_and_one_added
         assert sum(duplicates.values()) == 0, duplicates
     else:
         assert all(d == 0 for p, d in duplicates.items() if p not in killed_held), duplicates
-        assert all(d <= BATCH for d in duplicates.values()), duplicates
+        assert all(d <= IN_FLIGHT for d in duplicates.values()), duplicates
     # the checkpoints came from one leader at a time: its runs of records never overlap in time
     segments = emitter_segments(b, "a.checkpoints.internal", group)
     assert len({emitter for emitter, _, _ in segments}) >= 2, segments

@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from srm.app import App, Environment
-from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.config_table import DynamoDBConfig, create_config_table
 from srm.aws.state import create_state_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
@@ -32,7 +32,7 @@ class Flow:
     def __init__(self, clusters: dict[str, Any], db: Any) -> None:
         self.prefix = unique("esm")
         self.a, self.b = clusters["a"].bootstrap, clusters["b"].bootstrap
-        self.store = ConfigStore(db, "srm-config", cache_seconds=0)
+        self.store = DynamoDBConfig(db, "srm-config", cache_seconds=0)
         self.configure(topics=f"{self.prefix}\\..*")
         self.app = App(Environment("a", "b", config_cache_seconds=0), dynamodb=db)
         self.invocations: list[dict[str, Any]] = []
@@ -104,7 +104,8 @@ def test_local_mappings_created_disabled_deleted_and_idempotent(flow: Flow) -> N
 
     # WHEN it runs again THEN nothing changes, and nothing is written to the state table
     writes: list[str] = []
-    flow.app.dynamodb.meta.events.register("before-call.dynamodb.*", lambda model, **_: writes.append(model.name))
+    db = flow.app.stores.dynamodb
+    db.meta.events.register("before-call.dynamodb.*", lambda model, **_: writes.append(model.name))
     assert flow.sync() == {}
     assert not {w for w in writes if w in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")}, writes
 

@@ -4,16 +4,23 @@ operation, its conditions, and what survives a restart (a new adapter over the s
 from __future__ import annotations
 
 import contextlib
+import json
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import boto3
 import pytest
+from confluent_kafka import Producer
 
+from srm.aws.metrics_table import MetricsTable, create_metrics_table
 from srm.aws.state import DynamoDBState, create_state_table
 from srm.core.checkpoints import StoredCheckpoint, Untranslated
 from srm.core.offsets import Origin, Run
+from srm.kafka.metrics_store import KafkaMetrics
 from srm.kafka.state import KafkaState
-from srm.local.state_upgrade import UpgradeError, state_table_records, upgrade_state
+from srm.local.state_upgrade import UpgradeError, read_legacy_store, state_items_records, upgrade_store
+from srm.metrics.model.series import MetricPoint, Series
 from srm.state import (
     EventSourceMappingRecord,
     LossRecord,
@@ -218,15 +225,48 @@ def test_kafka_a_stale_leader_is_fenced_by_the_broker(clusters: dict[str, Cluste
         assert set(new.topic_mappings("a", "b")) == {"t"}
 
 
-def test_a_state_table_of_the_old_layout_is_carried_over_whole(clusters: dict[str, Cluster]) -> None:
-    """An srm run directory from before the state topic: every item of its state table reads the same through the
-    Kafka adapter afterwards, once, and the nodes' own items stay behind."""
+def legacy_store_topic(bootstrap: str, db: Any, tables: list[str], *, transaction_at_end: bool = True) -> str:
+    """The store topic of the layout before the state topic, as its DynamoDB emulation wrote it: every item of these
+    tables under ``i`` + ``[table, key]`` (DynamoDB JSON), with a superseded value and a deleted item before them, and
+    a transaction's marker at the log's end (its config writes were transactions)."""
+    topic = unique("srm-store")
+    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("legacy")})
+    producer.init_transactions(10)
+
+    def key(table: str, item: dict[str, Any]) -> bytes:
+        item_key = {k: item[k] for k in ("pk", "sk") if k in item}
+        return b"i" + json.dumps([table, item_key], sort_keys=True, separators=(",", ":")).encode()
+
+    producer.begin_transaction()
+    producer.produce(topic, b'{"TableName": "srm-state"}', b"tsrm-state")  # a table's definition: not an item
+    gone = {"pk": {"S": "runs#a#b#gone#0"}, "sk": {"S": "0"}, "d": {"N": "0"}, "n": {"N": "1"}}
+    producer.produce(topic, json.dumps(gone).encode(), key("state", gone))
+    producer.produce(topic, None, key("state", gone))  # deleted since
+    for table in tables:
+        for page in db.get_paginator("scan").paginate(TableName=table):
+            for item in page["Items"]:
+                stale = {**item, "stale": {"S": "an older value of the same key"}}
+                producer.produce(topic, json.dumps(stale).encode(), key(table, item))
+                producer.produce(topic, json.dumps(item).encode(), key(table, item))
+    producer.commit_transaction(10)
+    return topic
+
+
+def test_a_store_topic_of_the_old_layout_is_carried_over_whole(clusters: dict[str, Cluster]) -> None:
+    """An srm run cluster from before the state topic: every item of the state table its store topic holds reads the
+    same through the Kafka adapter afterwards, the metrics table's points too; once, and the nodes' own items stay
+    behind."""
     bootstrap = clusters["a"].bootstrap
     topic = unique("srm-state")
     create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    points_topic = unique("srm-metrics-points")
+    create_topic(bootstrap, points_topic, 1, {"cleanup.policy": "compact"})
+    conf = {"bootstrap.servers": bootstrap}
     with aws(), contextlib.ExitStack() as stack:
         db = boto3.client("dynamodb", region_name="us-east-1")
         create_state_table(db, "state")
+        create_metrics_table(db, "metrics")
         old = DynamoDBState(db, "state")
         old.record_runs("a", "b", "t.x", 0, [Run(0, 0, 10)], origin=lambda: Origin(0, True, "tid"))
         old.record_runs("a", "b", "t.x", 0, [Run(12, 10, 3)])
@@ -245,16 +285,34 @@ def test_a_state_table_of_the_old_layout_is_carried_over_whole(clusters: dict[st
         old.put_topic_mapping("a", "b", TopicMappingRecord("t.x", "a.t.x", 2, True, 3, {"k": "v"}, ("acl",)))
         old.put_event_source_mapping("a", "b", EventSourceMappingRecord("t.x", "id", True, 100, 500, 3, "p", 99))
         db.put_item(TableName="state", Item={"pk": {"S": "nodes#g"}, "sk": {"S": "n1"}, "h": {"S": "host"}})
+        now = int(time.time() * 1000) // 60_000 * 60_000
+        minute = MetricPoint(Series("1m", "topic", "a", "b", "t.x"), now, {"record-count": 7, "latency": {"p50": 1.5}})
+        hour = MetricPoint(Series("1h", "flow", "a", "b"), now // 3_600_000 * 3_600_000, {"record-rate": 0.25})
+        MetricsTable(db, "metrics").write([minute, hour])
+        legacy = legacy_store_topic(bootstrap, db, ["state", "metrics"])
 
-        def open_state() -> KafkaState:
-            return kafka_state(bootstrap, topic)
+        def upgrade() -> tuple[int, int]:
+            state = kafka_state(bootstrap, topic)
+            try:
+                return upgrade_store(
+                    state,
+                    legacy,
+                    lambda: read_legacy_store(conf, legacy),
+                    lambda: KafkaMetrics(points_topic, conf, dict(conf)).start(),
+                    state_table="state",
+                    metrics_table="metrics",
+                )
+            finally:
+                state.stop()
 
-        assert upgrade_state(db, "state", open_state) > 0
-        assert upgrade_state(db, "state", open_state) == 0  # once
+        records, points = upgrade()
+        assert records > 0 and points == 2
+        assert upgrade() == (0, 0)  # once
         new = kafka_state(bootstrap, topic)
         stack.callback(new.stop)
         for state in (old, new):
             assert state.runs("a", "b", "t.x", 0) == [Run(0, 0, 10), Run(12, 10, 3)]
+            assert state.runs("a", "b", "gone", 0) == []
             assert state.origin("a", "b", "t.x", 0) == Origin(0, True, "tid")
             assert state.origin("a", "b", "t.x", 1) == Origin(5, False)
             assert state.processed("a", "b", "t.x", 0) == 20
@@ -266,16 +324,76 @@ def test_a_state_table_of_the_old_layout_is_carried_over_whole(clusters: dict[st
             assert state.flow_status("a", "b") == {"heartbeat_ms": 4, "stalled": "{}"}
             assert state.topic_mappings("a", "b") == old.topic_mappings("a", "b")
             assert state.event_source_mappings("a", "b") == old.event_source_mappings("a", "b")
-        assert ("old", "17", "runs", "a", "b", "u", 0, 0) in {k for k, _ in state_table_records(db, "state")}
+        assert new.items("node") == []  # the nodes note themselves again
+        metrics = KafkaMetrics(points_topic, conf, dict(conf)).start()
+        stack.callback(metrics.stop)
+        assert metrics.query(minute.series, now, now) == [minute]
+        assert metrics.query(hour.series, 0, now) == [hour]
+        archived = {k for k, _ in state_items_records(legacy_store(conf, legacy)["state"])}
+        assert ("old", "17", "runs", "a", "b", "u", 0, 0) in archived
 
 
-def test_an_item_the_upgrade_cannot_read_stops_it(clusters: dict[str, Cluster]) -> None:
-    with aws():
+def legacy_store(conf: dict[str, str], topic: str) -> dict[str, list[dict[str, Any]]]:
+    return read_legacy_store(conf, topic)
+
+
+def test_a_store_topic_whose_state_an_earlier_version_carried_over_brings_only_its_metrics(
+    clusters: dict[str, Cluster],
+) -> None:
+    """The layout in between: the state was moved to the state topic (marked so in the state table), the metrics
+    stayed in the store topic. The state topic is not written over."""
+    bootstrap = clusters["a"].bootstrap
+    topic = unique("srm-state")
+    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    points_topic = unique("srm-metrics-points")
+    create_topic(bootstrap, points_topic, 1, {"cleanup.policy": "compact"})
+    conf = {"bootstrap.servers": bootstrap}
+    with aws(), contextlib.ExitStack() as stack:
+        db = boto3.client("dynamodb", region_name="us-east-1")
+        create_state_table(db, "state")
+        create_metrics_table(db, "metrics")
+        DynamoDBState(db, "state").record_runs("a", "b", "stale", 0, [Run(0, 0, 3)])
+        db.put_item(TableName="state", Item={"pk": {"S": "upgraded#state"}, "sk": {"S": "topic"}, "n": {"N": "1"}})
+        point = MetricPoint(Series("1h", "flow", "a", "b"), 3_600_000, {"record-count": 3})
+        MetricsTable(db, "metrics").write([point])
+        legacy = legacy_store_topic(bootstrap, db, ["state", "metrics"])
+        state = kafka_state(bootstrap, topic)
+        stack.callback(state.stop)
+        state.claim_partitions("a", "b", "t", [0])
+        state.record_runs("a", "b", "t", 0, [Run(0, 0, 5)])
+        written = upgrade_store(
+            state,
+            legacy,
+            lambda: read_legacy_store(conf, legacy),
+            lambda: KafkaMetrics(points_topic, conf, dict(conf)).start(),
+            state_table="state",
+            metrics_table="metrics",
+        )
+        assert written == (0, 1)
+        assert state.runs("a", "b", "stale", 0) == [] and state.runs("a", "b", "t", 0) == [Run(0, 0, 5)]
+
+
+def test_an_item_the_upgrade_cannot_read_stops_it_and_nothing_is_written(clusters: dict[str, Cluster]) -> None:
+    bootstrap = clusters["a"].bootstrap
+    topic = unique("srm-state")
+    create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    conf = {"bootstrap.servers": bootstrap}
+    with aws(), contextlib.ExitStack() as stack:
         db = boto3.client("dynamodb", region_name="us-east-1")
         create_state_table(db, "state")
         db.put_item(TableName="state", Item={"pk": {"S": "future#x"}, "sk": {"S": "1"}})
+        legacy = legacy_store_topic(bootstrap, db, ["state"])
+        state = kafka_state(bootstrap, topic)
+        stack.callback(state.stop)
         with pytest.raises(UpgradeError, match=r"cannot carry over.*future#x"):
-            upgrade_state(db, "state", lambda: pytest.fail("nothing is written"))
+            upgrade_store(
+                state,
+                legacy,
+                lambda: read_legacy_store(conf, legacy),
+                lambda: pytest.fail("nothing is written"),
+                state_table="state",
+            )
+        assert state.get("upgrade", "store") is None and state.is_empty()
 
 
 def test_kafka_a_released_partition_is_taken_over_without_fencing_its_holder(clusters: dict[str, Cluster]) -> None:

@@ -17,6 +17,7 @@ from srm.metrics.model.schema import (
     DeadLetterBatch,
     HeartbeatSample,
     LagSample,
+    MirrorBatch,
     MirrorFailure,
     SketchData,
     TopicSyncRun,
@@ -225,3 +226,20 @@ def test_dead_letters_are_summed_per_partition_topic_and_flow_with_their_error(s
     assert rows[("1h", "flow", None, None, T0)]["dead_lettered_by_reason"] == {"record_too_large": 3}
     assert rows[("1m", "partition", "orders", 1, T0)]["dead_lettered_records"] == 1
     assert rows[("1h", "topic", "pay", None, T0 + HOUR)]["dead_lettered_records"] == 5
+
+
+def test_records_the_transforms_dropped_are_summed_a_batch_dropped_whole_too(spark: SparkSession) -> None:
+    flow = {"source": "a", "target": "b", "topic": "orders", "remote_topic": "a.orders"}
+    batches = [
+        MirrorBatch(ts=T0 + 1, **flow, partition=0, records=5, bytes=50, filtered=2),
+        MirrorBatch(ts=T0 + 2, **flow, partition=1, records=0, bytes=0, filtered=4),  # every record dropped
+        MirrorBatch(ts=T0 + 3, **flow, partition=1, records=3, bytes=30),  # before the field existed: none
+    ]
+    records, _ = parse_lines(lines_frame(spark, [encode(r) for r in batches]))
+    rows = {
+        (r["resolution"], r["level"], r["topic"], r["partition"], r["window_start"]): r
+        for r in aggregate(records).collect()
+    }
+    assert rows[("1m", "flow", None, None, T0)]["filtered_records"] == 6
+    assert rows[("1m", "flow", None, None, T0)]["record_count"] == 8
+    assert rows[("1h", "partition", "orders", 1, T0)]["filtered_records"] == 4

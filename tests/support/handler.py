@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from srm.app import App, Environment
-from srm.aws.config_table import ConfigStore
+from srm.aws.config_table import DynamoDBConfig
 from srm.aws.state import DynamoDBState
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
@@ -47,7 +47,7 @@ class HandlerFlow:
             **{f"a->b.{key}": value for key, value in (flow or {}).items()},
             **(shared or {}),
         }
-        ConfigStore(self.dynamodb, CONFIG_TABLE).replace_all(SrmConfig.from_properties(Properties.of(properties)))
+        DynamoDBConfig(self.dynamodb, CONFIG_TABLE).replace_all(SrmConfig.from_properties(Properties.of(properties)))
         App.reset()
 
     def container(self) -> App:

@@ -14,7 +14,7 @@ from moto import mock_aws
 
 import srm.control.metrics
 from srm.app import App
-from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.config_table import DynamoDBConfig, create_config_table
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
 from srm.aws.state import DynamoDBState, create_state_table
 from srm.config.parsing import Properties
@@ -72,7 +72,7 @@ def known_metrics(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
             "b->a.enabled": "true",
             "c->a.enabled": "true",
         }
-        ConfigStore(db, "config").replace_all(SrmConfig.from_properties(Properties.of(props)))
+        DynamoDBConfig(db, "config").replace_all(SrmConfig.from_properties(Properties.of(props)))
         state = DynamoDBState(db, "state")
         state.put_topic_mapping("a", "b", TopicMappingRecord("orders", "a.orders", 2))
         state.update_flow_status("a", "b", heartbeat_ms=NOW - 4_000, heartbeat_replicated_ms=NOW - 1_000)

@@ -1,39 +1,58 @@
-"""The state of a running `srm run`: its state topic where its node keeps the state in Kafka (the default), else its
-local store's state table (its URL is in ``.srm-local/store.url`` of its workdir)."""
+"""The stores of an `srm run` started in a workdir, read from Kafka as `srm-control --local` reads them: its state
+topic on the cluster its node found it on, reached with its config file's settings."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import boto3
-
-from srm.aws.config_table import ConfigStore
-from srm.aws.state import DynamoDBState
-from srm.kafka.state import KafkaState, state_topic
+from srm.config.connectors import load_config
+from srm.config.settings import SrmConfig
+from srm.kafka.config_store import KafkaConfig
+from srm.kafka.metrics_store import KafkaMetrics, metrics_store_topic
+from srm.kafka.nodes import KafkaNodes
+from srm.kafka.state import KafkaState
 from srm.local.store import known_store_cluster
-from srm.state import StateStore
 
-
-def state_client(workdir: Path) -> Any:
-    """A DynamoDB client of the store of the `srm run` in ``workdir``."""
-    url = (workdir / ".srm-local" / "store.url").read_text().strip()
-    return boto3.client("dynamodb", region_name="us-east-1", endpoint_url=url)
-
-
-_OPENED: list[KafkaState] = []
+_OPENED: list[KafkaState | KafkaMetrics] = []
+_STATES: dict[Path, KafkaState] = {}  # one reader per workdir in a test (it follows the log)
 
 
 def close_states() -> None:
     """Stop the state readers a test opened (tests/conftest.py calls it after each test)."""
+    _STATES.clear()
     while _OPENED:
         _OPENED.pop().stop()
 
 
-def state_store(workdir: Path, table: str = "srm-state") -> StateStore:
-    config = ConfigStore(state_client(workdir), "srm-config", cache_seconds=0).load()
-    alias = known_store_cluster(config.nodes().topic, workdir / ".srm-local")
-    if alias is None:
-        return DynamoDBState(state_client(workdir), table)
-    _OPENED.append(KafkaState.on_cluster(config, alias, state_topic(config.nodes().group_id)).start())
-    return _OPENED[-1]
+def _run_of(workdir: Path) -> tuple[SrmConfig, str]:
+    state_dir = workdir / ".srm-local"
+    config = load_config(Path((state_dir / "config.path").read_text().strip()))
+    alias = known_store_cluster(config.nodes().group_id, state_dir)
+    assert alias is not None, f"no store cluster noted in {state_dir}"
+    return config, alias
+
+
+def state_store(workdir: Path) -> KafkaState:
+    if workdir not in _STATES:
+        config, alias = _run_of(workdir)
+        state = KafkaState.on_cluster(config, alias, config.nodes().topic).start()
+        _OPENED.append(state)
+        _STATES[workdir] = state
+    return _STATES[workdir]
+
+
+def config_store(workdir: Path) -> KafkaConfig:
+    return KafkaConfig(state_store(workdir), cache_seconds=0)
+
+
+def nodes_store(workdir: Path) -> KafkaNodes:
+    state = state_store(workdir)
+    config, _ = _run_of(workdir)
+    return KafkaNodes(state, config.nodes().group_id)
+
+
+def metrics_store(workdir: Path) -> KafkaMetrics:
+    config, alias = _run_of(workdir)
+    store = KafkaMetrics.on_cluster(config, alias, metrics_store_topic(config.nodes().group_id)).start()
+    _OPENED.append(store)
+    return store

@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.config_table import DynamoDBConfig, create_config_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.control.edits import Control
@@ -62,6 +62,6 @@ def control(state: StateStore, monkeypatch: pytest.MonkeyPatch) -> Control:
     create_config_table(db, "srm-config")
     monkeypatch.setenv("SRM_CONFIG_TABLE", "srm-config")
     monkeypatch.setenv("SRM_STATE_TABLE", state.table)
-    control = Control(ConfigStore(db, "srm-config", cache_seconds=0))
+    control = Control(DynamoDBConfig(db, "srm-config", cache_seconds=0))
     control.import_config(SrmConfig.from_properties(Properties.of(PROPS)))
     return control

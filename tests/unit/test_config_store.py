@@ -9,10 +9,11 @@ from typing import Any
 import boto3
 import pytest
 
-from srm.aws.config_table import ConfigConflictError, ConfigStore, ConfigStoreError, create_config_table
+from srm.aws.config_table import DynamoDBConfig, create_config_table
 from srm.config.parsing import Properties
 from srm.config.scopes import scope_key, split_scopes
 from srm.config.settings import SrmConfig
+from srm.config.store import ConfigConflictError, ConfigStoreError
 from srm.errors import ConfigError
 from tests.support.aws import aws
 
@@ -43,11 +44,11 @@ def dynamodb() -> Iterator[Any]:
 
 
 @pytest.fixture
-def store(dynamodb: Any) -> ConfigStore:
-    return ConfigStore(dynamodb, TABLE, cache_seconds=0)
+def store(dynamodb: Any) -> DynamoDBConfig:
+    return DynamoDBConfig(dynamodb, TABLE, cache_seconds=0)
 
 
-def test_replace_all_then_read_gives_scopes_with_versions_and_author(store: ConfigStore):
+def test_replace_all_then_read_gives_scopes_with_versions_and_author(store: DynamoDBConfig):
     # WHEN a configuration is loaded into an empty table
     store.replace_all(config(), author="alice@host")
 
@@ -64,7 +65,7 @@ def test_replace_all_then_read_gives_scopes_with_versions_and_author(store: Conf
     assert dict(snapshot.properties()) == BASE
 
 
-def test_replace_all_writes_only_changed_scopes_and_deletes_dropped_ones(store: ConfigStore):
+def test_replace_all_writes_only_changed_scopes_and_deletes_dropped_ones(store: DynamoDBConfig):
     # GIVEN a stored configuration with a flow b->a
     store.replace_all(config(**{"b->a.enabled": "false"}))
 
@@ -77,7 +78,7 @@ def test_replace_all_writes_only_changed_scopes_and_deletes_dropped_ones(store: 
     assert versions == {"global": 2, "cluster#a": 1, "cluster#b": 1, "flow#a->b": 1}
 
 
-def test_commit_on_a_stale_snapshot_raises_conflict_and_writes_nothing(store: ConfigStore):
+def test_commit_on_a_stale_snapshot_raises_conflict_and_writes_nothing(store: DynamoDBConfig):
     # GIVEN two operators who read the same version of the configuration
     store.replace_all(config())
     first, second = store.read(), store.read()
@@ -96,7 +97,7 @@ def test_commit_on_a_stale_snapshot_raises_conflict_and_writes_nothing(store: Co
     assert after.scope("global").properties == {"clusters": "a, b", "replication.factor": "3"}
 
 
-def test_commit_fails_when_a_scope_it_did_not_change_changed_meanwhile(store: ConfigStore):
+def test_commit_fails_when_a_scope_it_did_not_change_changed_meanwhile(store: DynamoDBConfig):
     # GIVEN a change validated against a snapshot, and a concurrent edit of another scope (the cluster list)
     store.replace_all(config())
     stale = store.read()
@@ -110,7 +111,7 @@ def test_commit_fails_when_a_scope_it_did_not_change_changed_meanwhile(store: Co
     assert store.read().scope(scope_key(flow=("a", "b"))).properties["enabled"] == "true"
 
 
-def test_commit_creating_a_scope_someone_else_created_meanwhile_conflicts(store: ConfigStore):
+def test_commit_creating_a_scope_someone_else_created_meanwhile_conflicts(store: DynamoDBConfig):
     store.replace_all(config())
     stale = store.read()
     store.commit(store.read(), {scope_key(flow=("b", "a")): {"enabled": "true"}})
@@ -119,7 +120,7 @@ def test_commit_creating_a_scope_someone_else_created_meanwhile_conflicts(store:
     assert store.read().scope(scope_key(flow=("b", "a"))).properties == {"enabled": "true"}
 
 
-def test_replace_all_refuses_a_literal_secret_and_writes_nothing(store: ConfigStore):
+def test_replace_all_refuses_a_literal_secret_and_writes_nothing(store: DynamoDBConfig):
     # GIVEN a configuration with a literal SASL password
     with_secret = config(**{"a.sasl.password": "hunter2"})
 
@@ -133,7 +134,7 @@ def test_replace_all_refuses_a_literal_secret_and_writes_nothing(store: ConfigSt
     assert store.read().properties()["a.sasl.password"] == "${secretsmanager:srm/a:password}"
 
 
-def test_commit_of_more_scopes_than_one_transaction_holds_writes_them_all(store: ConfigStore):
+def test_commit_of_more_scopes_than_one_transaction_holds_writes_them_all(store: DynamoDBConfig):
     # GIVEN 120 flows: more scopes than DynamoDB's 100 items per transaction
     aliases = [f"c{i}" for i in range(121)]
     props = {"clusters": ", ".join(aliases), **{f"c0->c{i}.enabled": "false" for i in range(1, 121)}}
@@ -147,9 +148,9 @@ def test_commit_of_more_scopes_than_one_transaction_holds_writes_them_all(store:
 
 def test_load_serves_the_cache_until_it_expires_or_fresh_is_asked(dynamodb: Any):
     # GIVEN a store whose readers cache the configuration for a minute
-    writer = ConfigStore(dynamodb, TABLE, cache_seconds=0)
+    writer = DynamoDBConfig(dynamodb, TABLE, cache_seconds=0)
     writer.replace_all(config())
-    reader = ConfigStore(dynamodb, TABLE, cache_seconds=60)
+    reader = DynamoDBConfig(dynamodb, TABLE, cache_seconds=60)
     assert reader.load().settings("a", "b").topics == "orders"
 
     # WHEN the flow's topics change
@@ -163,7 +164,7 @@ def test_load_serves_the_cache_until_it_expires_or_fresh_is_asked(dynamodb: Any)
 
 def test_read_of_a_missing_table_raises_store_error_naming_it():
     with aws():
-        store = ConfigStore(boto3.client("dynamodb", region_name="us-east-1"), "nope", cache_seconds=0)
+        store = DynamoDBConfig(boto3.client("dynamodb", region_name="us-east-1"), "nope", cache_seconds=0)
         with pytest.raises(ConfigStoreError, match="config table nope does not exist") as raised:
             store.read()
         assert raised.value.missing_table

@@ -8,9 +8,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.aws.config_table import ConfigConflictError, ConfigStore, create_config_table
+from srm.aws.config_table import DynamoDBConfig, create_config_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
+from srm.config.store import ConfigConflictError
 from srm.control.edits import Control, ControlError, FilterEdit
 from srm.errors import ConfigError
 
@@ -30,7 +31,7 @@ def control() -> Iterator[Control]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_config_table(client, TABLE)
-        yield Control(ConfigStore(client, TABLE, cache_seconds=0), author="test")
+        yield Control(DynamoDBConfig(client, TABLE, cache_seconds=0), author="test")
 
 
 def load(control: Control, **extra: str) -> None:
@@ -239,7 +240,7 @@ def test_import_with_a_literal_secret_is_refused_and_writes_nothing(control: Con
 
 
 def test_flows_of_an_empty_table_say_to_import_a_configuration_first(control: Control):
-    from srm.aws.config_table import ConfigStoreError
+    from srm.config.store import ConfigStoreError
 
     with pytest.raises(ConfigStoreError, match="config table srm-config is empty: import a configuration first"):
         control.flows()

@@ -12,9 +12,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.aws.config_table import ConfigConflictError
 from srm.cli.control import main
 from srm.config.parsing import parse_properties_text
+from srm.config.store import ConfigConflictError
 from srm.control.edits import Control
 from srm.local.store import free_port
 
@@ -146,6 +146,25 @@ def test_flows_list_enable_disable(cli: Cli):
     assert "us-west->us-east  no " in cli("flows", "list")[1]
 
 
+def test_flows_list_shows_each_flows_transform_chain(cli: Cli):
+    chain = (
+        "us-west->us-east.transforms = drop, stamp\n"
+        "us-west->us-east.transforms.drop.type = org.apache.kafka.connect.transforms.Filter\n"
+        "us-west->us-east.transforms.drop.predicate = tomb\n"
+        "us-west->us-east.transforms.stamp.type = InsertHeader\n"
+        "us-west->us-east.transforms.stamp.header = origin\n"
+        "us-west->us-east.transforms.stamp.value.literal = us-west\n"
+        "predicates = tomb\n"
+        "predicates.tomb.type = RecordIsTombstone\n"
+    )
+    (cli.cwd / "chain.properties").write_text(MM2 + chain)
+    assert cli("config", "import", "chain.properties", "--create-tables")[0] == 0
+    code, out, _ = cli("flows", "list")
+    chains = [line for line in out.splitlines() if "transforms:" in line]
+    assert code == 0 and len(chains) == 1
+    assert chains[0].startswith("us-west->us-east transforms: drop: Filter if tomb (RecordIsTombstone) -> stamp: ")
+
+
 BAD = {
     "bad-regex": (("topics", "--source", "us-west", "--target", "us-east", "--add", "x(["), "not a valid regex"),
     "unknown-alias": (("topics", "--source", "us-west", "--target", "eu", "--add", "x"), "unknown cluster alias 'eu'"),
@@ -206,39 +225,28 @@ def test_missing_table_and_empty_table_exit_1_with_a_hint(cli: Cli):
     assert cli("flows", "list")[0] == 1
 
 
-def test_local_without_a_running_runtime_exits_1_saying_so(cli: Cli):
+def test_local_where_no_srm_run_ran_exits_1_saying_so(cli: Cli):
     code, _, err = cli("--local", "flows", "list")
     assert code == 1
-    assert err.startswith("srm-control: no local runtime is running in ") and "srm run --config FILE" in err
+    assert err.startswith("srm-control: no srm run has run in ") and "srm run --config FILE" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_local_before_its_srm_run_found_the_state_exits_1_saying_so(cli: Cli, tmp_path: Path):
+    (tmp_path / ".srm-local").mkdir()
+    (tmp_path / "mm2.properties").write_text(MM2)
+    (tmp_path / ".srm-local" / "config.path").write_text(f"{tmp_path / 'mm2.properties'}\n")
+    code, _, err = cli("--local", "flows", "list")
+    assert code == 1
+    assert "has not found its state yet" in err and len(err.splitlines()) == 1
+
+
+def test_local_and_state_of_exclude_endpoint_url(cli: Cli):
+    code, _, err = cli("--local", "--endpoint-url", "http://127.0.0.1:1", "flows", "list")
+    assert code == 2 and "--local and --endpoint-url exclude each other" in err
 
 
 def test_unreachable_endpoint_exits_1_in_one_line(cli: Cli):
     code, _, err = cli("flows", "list", "--endpoint-url", f"http://127.0.0.1:{free_port()}")
     assert code == 1
     assert len(err.splitlines()) == 1 and "cannot read config table srm-config at http://127.0.0.1:" in err
-
-
-def test_local_uses_the_store_url_of_the_runtime_in_this_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from moto.server import ThreadedMotoServer
-
-    # GIVEN a store serving on a loopback port, announced as `srm run` announces it
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        monkeypatch.chdir(tmp_path)
-        (tmp_path / ".srm-local").mkdir()
-        (tmp_path / ".srm-local" / "store.url").write_text(f"http://127.0.0.1:{port}\n")
-        (tmp_path / "mm2.properties").write_text(MM2)
-        cli = Cli(tmp_path)
-
-        # WHEN srm-control --local imports and lists (options before or after the command)
-        assert cli("--local", "config", "import", "mm2.properties", "--create-tables")[0] == 0
-        code, out, _ = cli("flows", "list", "--local")
-
-        # THEN it talked to that store
-        assert code == 0 and "us-west->us-east" in out
-        remote = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=f"http://127.0.0.1:{port}")
-        assert sorted(remote.list_tables()["TableNames"]) == ["srm-config", "srm-state"]
-    finally:
-        server.stop()

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from srm.aws.lambda_mappings import LambdaEventSources
+from srm.aws.lambda_mappings import LambdaEventSources, LambdaMappingSwitch
 from srm.config.settings import FlowSettings
 from srm.core.plans import MappingChange, MappingConfig, ObservedMapping, TopicPlan, decide_mappings, mapping_group_id
 from srm.replication.mappings import EventSourceMappingError, sync_mappings
@@ -139,6 +139,27 @@ def test_lambda_create_sends_one_topic_msk_mapping_with_group_tags_and_trim_hori
     result = sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), SETTINGS)
     assert result.summary() == {"create": ["orders"]}
     assert result.mappings["orders"].id == U1
+
+
+def test_lambda_create_starts_at_latest_when_the_source_consumer_resets_to_latest(lam):
+    # GIVEN a new topic of a flow whose source consumer has auto.offset.reset = latest
+    port, stubber = lam
+    expect_list(stubber, [])
+    expect_create_orders(stubber, StartingPosition="LATEST")
+    # WHEN the mappings are synced THEN it starts from now, as MM2's consumer would
+    result = sync_mappings(port, "a", "b", plan(["orders"], ["orders"]), SETTINGS, start_from="latest")
+    assert result.summary() == {"create": ["orders"]}
+
+
+def test_lambda_switch_turns_mappings_off_and_on_retrying_a_busy_one():
+    client = boto3.client("lambda", region_name="us-west-2")
+    with Stubber(client) as stubber:
+        busy = {"service_error_code": "ResourceInUseException", "expected_params": {"UUID": U1, "Enabled": False}}
+        stubber.add_client_error("update_event_source_mapping", **busy)
+        for uuid in (U1, U2):
+            stubber.add_response("update_event_source_mapping", esm("t", uuid), {"UUID": uuid, "Enabled": False})
+        LambdaMappingSwitch(client, sleep=lambda _: None).set_enabled([U1, U2], False)
+        stubber.assert_no_pending_responses()
 
 
 def test_lambda_mappings_in_step_second_run_makes_no_write_call(lam):

@@ -76,6 +76,7 @@ def every_kind_of_value() -> list[list[tuple[str, float, str | None]]]:
         topics={"orders": TopicStats(2, 200, 40, 50), "pay": TopicStats(1, 100)},
         lost={"orders": 7},
         resets={"pay": 1},
+        filtered={"orders": 4},
     )
     checkpoints = CheckpointResult(checkpointed=2, skipped={"unchanged": 1}, latency=Sketch.of([12.0, 30.0]))
     sample = FlowSample(lag={"orders": 5, "pay": 0}, heartbeat_age_ms=900, heartbeat_latency_ms=20)

@@ -145,7 +145,7 @@ def test_metric_names_are_the_metrics_table_attributes() -> None:
 
 def test_unknown_metric_names_the_valid_ones_without_http(tables: dict[str, Any]) -> None:
     app = App.current()
-    queries = MetricQueries(app.config_store, app.state, app.metrics_table)
+    queries = MetricQueries(app.config_store, app.state, app.metrics_store)
     with pytest.raises(BadRequestError, match="unknown metric 'bogus'; valid metrics: record-count, byte-count"):
         queries.series("bogus", "a", "b")
 
@@ -187,3 +187,31 @@ def test_an_empty_config_table_answers_503_saying_to_import_a_configuration(tabl
     # THEN it says why it cannot answer, in one line, rather than failing the invocation
     assert status == 503
     assert "import a configuration first" in body["message"] and "\n" not in body["message"]
+
+
+def call(method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    event = load_event("api_gateway_metrics.json")
+    event.update(path=path, httpMethod=method, queryStringParameters=None, multiValueQueryStringParameters=None)
+    event["requestContext"].update(path="/prod" + path, httpMethod=method)
+    event["body"] = None if body is None else json.dumps(body)
+    response = lambda_handler(event, CONTEXT)
+    return response["statusCode"], json.loads(response["body"]), response["multiValueHeaders"]
+
+
+def test_connector_offsets_name_a_flow_else_404_listing_the_names(tables: dict[str, Any]) -> None:
+    status, body, _ = call("GET", "/connectors/nope/offsets")
+    assert status == 404 and body["message"].startswith("unknown connector 'nope'") and "a->b, a->c" in body["message"]
+    status, body, _ = call("GET", "/connectors/MirrorSourceConnector/offsets")  # four flows here: which one?
+    assert status == 404 and "ambiguous here: 4 flows" in body["message"]
+
+
+def test_connector_offsets_take_connects_methods_and_refuse_a_bad_body_before_asking_kafka(
+    tables: dict[str, Any],
+) -> None:
+    status, body, headers = call("POST", "/connectors/a->b/offsets")
+    assert status == 405 and headers["Allow"] == ["GET, PATCH, DELETE"]
+    wrong = {"offsets": [{"partition": {"cluster": "c", "topic": "orders", "partition": 0}, "offset": {"offset": 1}}]}
+    status, body, _ = call("PATCH", "/connectors/a->b/offsets", wrong)
+    assert status == 400 and "\"cluster\" must be 'a'" in body["message"]
+    status, body, _ = call("PATCH", "/connectors/a->b/offsets", {"offsets": "all"})
+    assert status == 400

@@ -78,7 +78,7 @@ def remote(tables: dict[str, Any]) -> Iterator[SimpleNamespace]:
         {"clusters": "x, y", "x.bootstrap.servers": "x:9092", "y.bootstrap.servers": "y:9092", "x->y.enabled": "true"},
     )
     east.app.state.put_topic_mapping("x", "y", TopicMappingRecord("clicks", "x.clicks", 3))
-    east.app.metrics_table.write(
+    east.app.metrics_store.write(
         [
             MetricPoint(Series("1m", "flow", "x", "y"), W1, window(40, 0, LATENCY_1)),
             MetricPoint(Series("1m", "topic", "x", "y", "clicks"), W1, window(40, 0, LATENCY_1)),

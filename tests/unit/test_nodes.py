@@ -9,18 +9,26 @@ from pathlib import Path
 
 import pytest
 
-from srm.aws.nodes import NODE_EXPIRY_MS, MemberRecord, NodeRecord, Nodes
+from srm.aws.nodes import DynamoDBNodes
 from srm.config.nodes import NodeSettings
 from srm.config.parsing import Properties
 from srm.control.nodes import nodes_status
 from srm.errors import ConfigError
 from srm.flow import Flow
-from srm.local.nodes import NodeIdInUseError, NodePresence, check_node_id, default_node_id, locate_store
+from srm.local.nodes import (
+    NodeFiles,
+    NodeIdInUseError,
+    NodePresence,
+    check_node_id,
+    default_node_id,
+    locate_store,
+)
+from srm.state.nodes import NODE_EXPIRY_MS, MemberRecord, NodeRecord
 
 
 @pytest.fixture
-def nodes(state) -> Nodes:
-    return Nodes(state._db, state.table, "srm-a-b")
+def nodes(state) -> DynamoDBNodes:
+    return DynamoDBNodes(state._db, state.table, "srm-a-b")
 
 
 def record(node_id: str, *, host: str = "other-host", run_dir: str = "/srv/srm", seen_ago_ms: int = 0) -> NodeRecord:
@@ -28,7 +36,7 @@ def record(node_id: str, *, host: str = "other-host", run_dir: str = "/srv/srm",
     return NodeRecord(node_id, host, 4120, run_dir, "token", now - 60_000, now - seen_ago_ms)
 
 
-def test_a_node_id_running_elsewhere_is_refused_naming_it(nodes: Nodes, tmp_path: Path) -> None:
+def test_a_node_id_running_elsewhere_is_refused_naming_it(nodes: DynamoDBNodes, tmp_path: Path) -> None:
     # GIVEN a live node "twin" on another host
     nodes.put_node(record("twin"))
     # WHEN this node claims the same id THEN it is refused, naming the other's process, host and directory
@@ -36,7 +44,7 @@ def test_a_node_id_running_elsewhere_is_refused_naming_it(nodes: Nodes, tmp_path
         NodePresence(nodes, "twin", tmp_path).claim()
 
 
-def test_a_crashed_start_here_or_an_expired_node_is_no_obstacle(nodes: Nodes, tmp_path: Path) -> None:
+def test_a_crashed_start_here_or_an_expired_node_is_no_obstacle(nodes: DynamoDBNodes, tmp_path: Path) -> None:
     # GIVEN this node's own earlier start (same host and directory) and another node long gone
     presence = NodePresence(nodes, "me", tmp_path)
     nodes.put_node(record("me", host=presence.record.host, run_dir=presence.record.run_dir))
@@ -52,7 +60,7 @@ def test_a_crashed_start_here_or_an_expired_node_is_no_obstacle(nodes: Nodes, tm
     assert "me" not in nodes.nodes()
 
 
-def test_status_lists_live_nodes_first_with_what_they_lead_and_hold(nodes: Nodes) -> None:
+def test_status_lists_live_nodes_first_with_what_they_lead_and_hold(nodes: DynamoDBNodes) -> None:
     now = int(time.time() * 1000)
     nodes.put_node(record("n1"))
     nodes.put_node(record("n2"))
@@ -75,7 +83,7 @@ def test_node_settings_defaults_and_bad_values() -> None:
     props = Properties.of({"clusters": "b, a"})
     default = NodeSettings.of(props, ("b", "a"))
     assert (default.group_id, default.store_cluster, default.session_timeout_ms) == ("srm-a-b", None, 10_000)
-    assert default.topic == "srm-store.srm-a-b.internal"
+    assert default.topic == "srm-state.srm-a-b.internal"
     assert default.default_store_cluster([Flow("b", "c"), Flow("a", "b")]) == "b"
     many = NodeSettings.of(props, tuple(f"c{i}" for i in range(100)))
     assert many.group_id.startswith("srm-") and len(many.group_id) == 20  # a digest: a topic name stays short
@@ -101,6 +109,27 @@ def test_node_ids_and_where_the_state_is_found() -> None:
         return listing[alias]
 
     assert locate_store("srm-store.g.internal", ["b", "down", "a"], topics_of) == ("a", ["b", "a"])
+    # the state of the layout before the state topic is found by its store topic
+    assert locate_store("srm-state.g.internal", ["b", "a"], topics_of, legacy="srm-store.g.internal") == (
+        "a",
+        ["b", "a"],
+    )
     listing["b"] = {"srm-store.g.internal"}
     with pytest.raises(ConfigError, match="exists on clusters b, a"):
         locate_store("srm-store.g.internal", ["b", "a"], topics_of)
+
+
+def test_a_nodes_own_records_noted_in_its_directory_read_back_whole(tmp_path: Path) -> None:
+    """What srm-control --local status shows of the node while the shared state cannot be read."""
+    files = NodeFiles(tmp_path / "nodes", "g")
+    node = NodeRecord("n1", "host", 42, "/srv/one", "tok", 1_000, 2_000)
+    member = MemberRecord("n1#2", "a", "b", True, {"t": (0, 2)}, 1_500, 2_000, "", '{"topic t": "stuck"}')
+    files.put_node(node)
+    files.put_member(member)
+    files.put_member(MemberRecord("n1", "b", "a", False))
+    assert files.nodes() == {"n1": node}
+    assert files.members("a", "b") == {"n1#2": member}
+    assert set(files.members("b", "a")) == {"n1"}
+    files.delete_node("n1")
+    assert files.nodes() == {}
+    assert not [p for p in (tmp_path / "nodes").iterdir() if p.name.startswith(".")]  # no half-written file left

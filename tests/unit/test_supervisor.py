@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from srm.aws.config_table import ConfigStore, create_config_table
+from srm.aws.config_table import DynamoDBConfig, create_config_table
 from srm.config.parsing import Properties
 from srm.config.settings import SrmConfig
 from srm.local.runtime import LocalRuntime, RuntimeOptions
@@ -36,7 +36,7 @@ def runtime() -> Iterator[LocalRuntime]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_config_table(client, "srm-config")
-        runtime.config_store = ConfigStore(client, "srm-config", cache_seconds=0)
+        runtime.config_store = DynamoDBConfig(client, "srm-config", cache_seconds=0)
         runtime.config_store.replace_all(runtime.config, author="test")
         try:
             yield runtime

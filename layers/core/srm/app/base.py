@@ -17,21 +17,20 @@ from botocore.config import Config
 from confluent_kafka import Producer
 
 from srm.app.environment import Environment
-from srm.aws.config_table import ConfigStore
+from srm.app.stores import Stores
 from srm.aws.firehose import FirehoseSink
-from srm.aws.metrics_table import MetricsTable
-from srm.aws.nodes import Nodes
 from srm.aws.secrets import secrets_manager_resolver
-from srm.aws.state import DynamoDBState
 from srm.config.settings import FlowSettings, SrmConfig
+from srm.config.store import ConfigStore
 from srm.flow import Flow
 from srm.kafka.admin import RemoteTopics, ensure_topic
 from srm.kafka.clients import KafkaClients
 from srm.kafka.raw_metrics import KafkaSink
-from srm.kafka.state import KafkaState
+from srm.metrics.model.store import MetricsStore
 from srm.metrics.sinks import Emitter, FileSink, MetricsEmitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
 from srm.state import StateStore
+from srm.state.nodes import Nodes
 
 __all__ = ["AppBase", "Bound", "FlowFields"]
 
@@ -101,14 +100,8 @@ class AppBase:
 
     def __init__(self, env: Environment, dynamodb: Any | None = None) -> None:
         self.env = env
-        self.dynamodb = dynamodb or boto3.client(
-            "dynamodb", region_name=env.region, config=Config(retries={"max_attempts": 5, "mode": "standard"})
-        )
-        self.config_store = ConfigStore(self.dynamodb, env.config_table, env.config_cache_seconds)
-        self._state: StateStore | None = None if env.state_topic else DynamoDBState(self.dynamodb, env.state_table)
-        self._state_lock = threading.Lock()
-        self.metrics_table = MetricsTable(self.dynamodb, env.metrics_table)
         self.kafka = KafkaClients(secrets_manager_resolver(env.region, env.secrets_cache_seconds))
+        self.stores = Stores(env, self.kafka.resolver, dynamodb)
         self._remote_topics: dict[Flow, RemoteTopics] = {}
         self._internal_topics: set[tuple[str, str]] = set()
         self._internal_topic_lock = threading.Lock()
@@ -136,22 +129,20 @@ class AppBase:
         return self.config_store.load()
 
     @property
+    def config_store(self) -> ConfigStore:
+        return self.stores.config
+
+    @property
     def state(self) -> StateStore:
-        """The state: the state table, or (``srm run``) the state topic, read in on first use."""
-        with self._state_lock:
-            if self._state is None:
-                assert self.env.state_topic and self.env.store_cluster
-                self._state = KafkaState.on_cluster(
-                    self.config(),
-                    self.env.store_cluster,
-                    self.env.state_topic,
-                    self.kafka.resolver,
-                ).start()
-            return self._state
+        return self.stores.state
+
+    @property
+    def metrics_store(self) -> MetricsStore:
+        return self.stores.metrics
 
     def nodes(self, config: SrmConfig) -> Nodes:
         """The nodes of this ``srm run`` cluster, as the state records them."""
-        return Nodes(self.dynamodb, self.env.state_table, config.nodes().group_id)
+        return self.stores.nodes(config.nodes().group_id)
 
     def remote_topics(self, config: SrmConfig, source: str, target: str) -> RemoteTopics:
         settings = config.settings(source, target)

@@ -17,7 +17,12 @@ Nothing else in ``srm`` reads ``os.environ``. A Lambda function of a flow is dep
 ``SRM_METRICS_STREAM``            the Firehose delivery stream of raw metric records (monitoring template)
 ``SRM_METRICS_DIR``               local runtime: raw metric records go to ``<dir>/raw/dt=…/hour=…`` instead …
 ``SRM_METRICS_TOPIC``             … or, with the state in Kafka, to this topic on ``SRM_STORE_CLUSTER`` (all nodes')
+``SRM_STATE_TOPIC``               local runtime: the state, the configuration and the nodes are in this topic …
+``SRM_STORE_CLUSTER``             … of this cluster, reached with …
+``SRM_STORE_PROPERTIES``          … these properties (JSON: the global and that cluster's; secrets as references)
+``SRM_METRICS_STORE_TOPIC``       local runtime: the aggregated metrics' topic on that cluster (else the metrics table)
 ``SRM_NODE_ID``                   local runtime: this node's id among the nodes of its cluster
+``SRM_LOCAL_STATE_DIR``           local runtime: the node's state directory (its own records, as files)
 ``AWS_LAMBDA_FUNCTION_NAME``      (set by Lambda) names the checkpoints' emitter where no node does
 ``SRM_API_URL``                   the metrics API's base URL, advertised by topic sync (remote querying)
 ``SRM_DEPLOYMENT_NAME``           the name it is advertised under unless ``metrics.api.deployment.name`` says
@@ -59,7 +64,10 @@ class Environment:
     metrics_topic: str | None = None  # … or into this topic of the store cluster; none of them: none are emitted
     store_cluster: str | None = None  # the cluster holding an srm run cluster's state (and metrics topic)
     state_topic: str | None = None  # the state is kept in this topic of the store cluster (else the state table)
+    store_properties: str | None = None  # JSON: the properties the store cluster's clients are built from
+    metrics_store_topic: str | None = None  # aggregated metrics in this topic of the store cluster (else the table)
     node_id: str | None = None  # the local runtime's node (else the Lambda function is the emitter of checkpoints)
+    local_state_dir: str | None = None  # the local runtime's state directory
     function_name: str | None = None
     api_url: str | None = None  # this deployment's metrics API, advertised to peers (remote querying)
     deployment: str | None = None  # its default name (else the region)
@@ -95,7 +103,10 @@ class Environment:
             metrics_topic=env.get("SRM_METRICS_TOPIC") or None,
             store_cluster=env.get("SRM_STORE_CLUSTER") or None,
             state_topic=env.get("SRM_STATE_TOPIC") or None,
+            store_properties=env.get("SRM_STORE_PROPERTIES") or None,
+            metrics_store_topic=env.get("SRM_METRICS_STORE_TOPIC") or None,
             node_id=env.get("SRM_NODE_ID") or None,
+            local_state_dir=env.get("SRM_LOCAL_STATE_DIR") or None,
             function_name=env.get("AWS_LAMBDA_FUNCTION_NAME") or None,
             api_url=(env.get("SRM_API_URL") or "").rstrip("/") or None,
             deployment=env.get("SRM_DEPLOYMENT_NAME") or None,

@@ -92,6 +92,7 @@ class MirrorWiring(AppBase):
             dead_letters=self.dead_letters,
             max_message_bytes=self._message_size_limits(flow),
             forget_remote_topic=remote_topics.forget,
+            transforms=config.transforms(source, target),
         )
 
     def partitions_assigned(self, topic: str, partitions: list[int]) -> None:

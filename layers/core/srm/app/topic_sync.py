@@ -55,6 +55,7 @@ class TopicSyncWiring(MetricsApiWiring):  # topic sync advertises the metrics AP
             flows=config.flows,
             warned=self._refusals_warned,
             metrics=self.metrics,
+            start_from=config.start_from(source, target),
         )
 
     def _flow_acls(self, source: str, target: str) -> TopicAcls:

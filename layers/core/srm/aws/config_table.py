@@ -13,16 +13,10 @@ sk                          value (JSON object of the scope's properties, keys w
 Every item also carries ``version`` (N, 1 for a new scope, +1 per write), ``updated_at`` (S, ISO-8601 UTC) and
 ``updated_by`` (S, who wrote it).
 
-Invariants:
-
-A. Writers read a :class:`ConfigSnapshot`, validate the whole resulting property map, then :meth:`ConfigStore.commit`
-   their changes in one DynamoDB transaction that is conditional on the version of every scope they read (and on
-   the absence of scopes they create). So a change is validated against exactly the configuration it lands on, and
-   two operators cannot lose each other's edits: the later write fails with :class:`ConfigConflictError` and
-   nothing of it is written.
-B. A commit is all or nothing up to DynamoDB's 100 items per transaction; larger imports are written in several
-   transactions (each still conditional on what it replaces).
-C. Secret values are never stored: only references such as ``${env:NAME}`` or ``${secretsmanager:id}``.
+It is the DynamoDB adapter of the configuration's port (:mod:`srm.config.store`, whose promises it keeps): a commit
+is one DynamoDB transaction, conditional on the version of every scope it read (and on the absence of scopes it
+creates); larger than DynamoDB's 100 items per transaction, it is written in several (each still conditional on what
+it replaces).
 """
 
 from __future__ import annotations
@@ -39,19 +33,12 @@ from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterEr
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from srm.aws.state_table import create_table
-from srm.config.parsing import Properties
-from srm.config.scopes import ConfigSnapshot, Scope, flatten_scopes, split_scopes
-from srm.config.secrets import is_plain_secret
+from srm.config.scopes import ConfigSnapshot, Scope, flatten_scopes
 from srm.config.settings import SrmConfig
-from srm.errors import ConfigError, RetriableError, SrmError
+from srm.config.store import ConfigConflictError, ConfigStoreError, plan_replace
+from srm.errors import ConfigError
 
-__all__ = [
-    "ConfigConflictError",
-    "ConfigStore",
-    "ConfigStoreError",
-    "check_no_secrets",
-    "create_config_table",
-]
+__all__ = ["DynamoDBConfig", "create_config_table"]
 
 log = logging.getLogger(__name__)
 
@@ -59,39 +46,9 @@ _PARTITION = "config"
 _MAX_TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
 
 
-class ConfigConflictError(RetriableError, RuntimeError):
-    """Someone else changed the same configuration since it was read; nothing of this write was stored."""
+class DynamoDBConfig:
+    """The configuration in the config table (see the module docstring)."""
 
-    def __init__(self, scopes: tuple[str, ...]) -> None:
-        names = ", ".join(Scope(sk, {}).label for sk in scopes) or "the configuration"
-        super().__init__(
-            f"{names} changed since it was read (someone else wrote it meanwhile); nothing was written: "
-            "run the command again to apply it to the current configuration"
-        )
-        self.scopes = scopes
-
-
-class ConfigStoreError(SrmError, RuntimeError):
-    """The config table cannot be reached, read or written (not a problem of the configuration itself)."""
-
-    def __init__(self, message: str, *, missing_table: bool = False) -> None:
-        super().__init__(message)
-        self.missing_table = missing_table
-
-
-def check_no_secrets(props: Properties) -> None:
-    """Secrets belong in Secrets Manager or the environment; the table holds only references to them."""
-    for key, value in props.items():
-        if is_plain_secret(key, value):
-            raise ConfigError(
-                f"{key}: the config table never stores secrets; put the value in Secrets Manager or an environment "
-                f"variable and write {key}=${{secretsmanager:<secret-id>}} or {key}=${{env:<NAME>}}",
-                key=key,
-                origin=props.origin(key),
-            )
-
-
-class ConfigStore:
     def __init__(self, client: Any, table: str, cache_seconds: float = 10.0) -> None:
         self._db = client
         self.table = table
@@ -121,7 +78,7 @@ class ConfigStore:
             )
         # Validating is not free: parse again only when the table's content changed.
         if self._parsed is None or self._parsed[0] != scopes:
-            self._parsed = (scopes, SrmConfig.from_properties(flatten_scopes(self.table, scopes)))
+            self._parsed = (scopes, SrmConfig.from_properties(flatten_scopes(f"dynamodb:{self.table}", scopes)))
         return self._parsed[1]
 
     def read(self) -> ConfigSnapshot:
@@ -153,14 +110,7 @@ class ConfigStore:
 
     # -- writing -------------------------------------------------------------------------------------------------
     def plan_replace(self, config: SrmConfig, base: ConfigSnapshot) -> dict[str, dict[str, str] | None]:
-        """The scope changes that make the table hold exactly ``config`` (None: delete the scope)."""
-        check_no_secrets(config.properties)
-        wanted = split_scopes(config.properties, config.clusters)
-        changes: dict[str, dict[str, str] | None] = {
-            sk: values for sk, values in wanted.items() if sk not in base.scopes or base.scope(sk).properties != values
-        }
-        changes.update({sk: None for sk in base.scopes if sk not in wanted})
-        return changes
+        return plan_replace(config, base)
 
     def replace_all(
         self, config: SrmConfig, *, base: ConfigSnapshot | None = None, author: str | None = None
@@ -178,8 +128,6 @@ class ConfigStore:
         *,
         author: str | None = None,
     ) -> None:
-        """Write ``changes`` (sk → the scope's new properties, or None to delete it) in one transaction, on condition
-        that no scope of ``base`` changed and no scope created here appeared meanwhile (invariant A)."""
         if not changes:
             return
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -4,7 +4,8 @@ the mirror function."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -14,7 +15,7 @@ from srm.config.settings import FlowSettings
 from srm.core.plans import MappingConfig, ObservedMapping, mapping_group_id
 from srm.errors import ConfigError
 
-__all__ = ["LAMBDA_MAX_PAYLOAD_BYTES", "LambdaEventSources"]
+__all__ = ["LAMBDA_MAX_PAYLOAD_BYTES", "LambdaEventSources", "LambdaMappingSwitch"]
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,9 @@ class LambdaEventSources:
     A mapping is this flow's when it invokes the mirror function, reads the source cluster and consumes in the group
     :func:`mapping_group_id` names for its one topic; mappings are also tagged ``srm:source``, ``srm:target`` and
     ``srm:topic`` for people and cost reports. They start at ``TRIM_HORIZON`` (the whole retained log) when their
-    group has no committed offsets. The batching window is whole seconds on AWS (below one second: MSK's 500 ms
-    default, which Lambda cannot set explicitly).
+    group has no committed offsets, or at ``LATEST`` when the flow's source consumer has ``auto.offset.reset =
+    latest`` (MirrorMaker 2's way to start a new topic from now). The batching window is whole seconds on AWS (below
+    one second: MSK's 500 ms default, which Lambda cannot set explicitly).
 
     With ``event.source.on.failure = dead-letter`` a mapping gets ``failure_destination`` (an S3 bucket, SQS queue
     or SNS topic ARN) as its on-failure destination and ``event.source.max.retries`` as ``MaximumRetryAttempts``
@@ -127,7 +129,7 @@ class LambdaEventSources:
                 FunctionName=self.function_arn,
                 EventSourceArn=self.cluster_arn,
                 Topics=[topic],
-                StartingPosition="TRIM_HORIZON",
+                StartingPosition="LATEST" if config.start_from == "latest" else "TRIM_HORIZON",
                 Enabled=True,
                 BatchSize=config.batch_size,
                 AmazonManagedKafkaEventSourceConfig={"ConsumerGroupId": mapping_group_id(source, target, topic)},
@@ -184,6 +186,30 @@ class LambdaEventSources:
                 return False
             raise
         return True
+
+
+class LambdaMappingSwitch:
+    """Event source mappings switched off and on by their UUIDs (``srm-control replication-offsets --force-stop``:
+    a position moves only while nothing consumes its group). A mapping still settling from an earlier change is
+    asked again, for up to ``wait_s``."""
+
+    def __init__(self, client: Any, wait_s: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._lambda = client
+        self._wait_s = wait_s
+        self._sleep = sleep
+
+    def set_enabled(self, ids: Sequence[str], enabled: bool) -> None:
+        deadline = time.monotonic() + self._wait_s
+        for uuid in ids:
+            while True:
+                try:
+                    self._lambda.update_event_source_mapping(UUID=uuid, Enabled=enabled)
+                    break
+                except ClientError as e:
+                    if _code(e) not in _BUSY_ERRORS or time.monotonic() >= deadline:
+                        raise
+                    self._sleep(2.0)
+            log.info("event source mapping %s %s", uuid, "enabled" if enabled else "disabled")
 
 
 def _failure_handling(config: MappingConfig, current: MappingConfig | None = None) -> dict[str, Any]:

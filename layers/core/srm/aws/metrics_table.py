@@ -27,17 +27,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from srm.metrics.model.series import MetricPoint, Series
+from srm.metrics.model.store import MetricsStoreError
 
-__all__ = ["MetricsTable", "MetricsTableError", "create_metrics_table"]
+__all__ = ["MetricsTable", "create_metrics_table"]
 
 log = logging.getLogger(__name__)
 
 TTL_ATTRIBUTE = "expires_at"
 _KEYS = ("pk", "sk", TTL_ATTRIBUTE)
-
-
-class MetricsTableError(RuntimeError):
-    """The metrics table could not be read or written."""
 
 
 def _to_attribute(value: Any) -> dict[str, Any] | None:
@@ -63,6 +60,9 @@ def _from_attribute(attribute: Mapping[str, Any]) -> Any:
 
 
 class MetricsTable:
+    """Aggregated metrics in the metrics table: the DynamoDB adapter of
+    :class:`srm.metrics.model.store.MetricsStore`."""
+
     def __init__(self, client: Any, table: str, *, minute_retention_s: int = 15 * 86_400) -> None:
         self._db = client
         self.table = table
@@ -80,7 +80,6 @@ class MetricsTable:
         return item
 
     def write(self, points: Iterable[MetricPoint]) -> int:
-        """Put every point (overwriting what its window held); returns how many were written."""
         written = 0
         batch: list[dict[str, Any]] = []
         for point in points:
@@ -100,15 +99,14 @@ class MetricsTable:
             try:
                 response = self._db.batch_write_item(RequestItems=pending)
             except ClientError as e:
-                raise MetricsTableError(f"metrics table {self.table}: {e.response['Error']['Code']}") from e
+                raise MetricsStoreError(f"metrics table {self.table}: {e.response['Error']['Code']}") from e
             pending = response.get("UnprocessedItems") or {}
             if not pending:
                 return
             time.sleep(min(0.05 * 2**attempt, 2.0))
-        raise MetricsTableError(f"metrics table {self.table}: items still unprocessed after retries (throttled?)")
+        raise MetricsStoreError(f"metrics table {self.table}: items still unprocessed after retries (throttled?)")
 
     def query(self, series: Series, start_ms: int, end_ms: int) -> list[MetricPoint]:
-        """The points of ``series`` whose window starts within ``[start_ms, end_ms]``, oldest first."""
         return list(self._query(series, start_ms, end_ms))
 
     def _query(self, series: Series, start_ms: int, end_ms: int) -> Iterator[MetricPoint]:
@@ -125,7 +123,7 @@ class MetricsTable:
             try:
                 response = self._db.query(**kwargs)
             except ClientError as e:
-                raise MetricsTableError(f"metrics table {self.table}: {e.response['Error']['Code']}") from e
+                raise MetricsStoreError(f"metrics table {self.table}: {e.response['Error']['Code']}") from e
             for item in response.get("Items", []):
                 values = {k: _from_attribute(v) for k, v in item.items() if k not in _KEYS}
                 yield MetricPoint(series, int(item["sk"]["N"]), values)

@@ -1,4 +1,4 @@
-"""The nodes of an ``srm run`` cluster and what each holds, in the state table (shared by the nodes).
+"""The nodes of an ``srm run`` cluster and what each holds, in the state table (``srm run --endpoint-url``).
 
 ==================================  ==================================  ========================================
 item                                pk                                  sk / attributes
@@ -16,52 +16,21 @@ worker on the node writes its member item: whether it is the flow's leader (``le
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from srm.state.nodes import MemberRecord, NodeRecord
 from srm.state.records import StateError
 
-__all__ = ["NODE_EXPIRY_MS", "MemberRecord", "NodeRecord", "Nodes"]
-
-NODE_EXPIRY_MS = 8_000  # four missed heartbeats (every 2 s)
+__all__ = ["DynamoDBNodes"]
 
 
-@dataclass(frozen=True)
-class NodeRecord:
-    node_id: str
-    host: str
-    pid: int
-    run_dir: str
-    token: str
-    started_ms: int
-    seen_ms: int
-
-    def alive(self, now_ms: int) -> bool:
-        return now_ms - self.seen_ms < NODE_EXPIRY_MS
-
-    def describe(self) -> str:
-        return f"{self.node_id} (pid {self.pid} on {self.host}, in {self.run_dir})"
-
-
-@dataclass(frozen=True)
-class MemberRecord:
-    node_id: str
-    source: str
-    target: str
-    leader: bool
-    partitions: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    last_rebalance_ms: int = 0
-    seen_ms: int = 0
-    fenced_by: str = ""
-    stalled: str = ""  # what the node's watchdog finds stuck (the flow status's ``stalled`` fact), kept beside it
-
-
-class Nodes:
-    """Node and member items of one cluster of nodes (``group``)."""
+class DynamoDBNodes:
+    """Node and member items of one cluster of nodes (``group``): the DynamoDB adapter of
+    :class:`srm.state.nodes.Nodes`."""
 
     def __init__(self, client: Any, table: str, group: str) -> None:
         self._db = client

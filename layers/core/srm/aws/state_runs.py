@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from srm.aws.state_table import StateTable
+from srm.core.continuity import LostRange
 from srm.core.offsets import Origin, Run, merge_runs
 from srm.state.records import LossRecord, ResetRecord, StateError
 
@@ -60,7 +61,8 @@ def _run_item(pk: str, run: Run) -> dict[str, Any]:
 
 def _loss(item: dict[str, Any]) -> LossRecord:
     topic, partition, start = item["sk"]["S"].rsplit("#", 2)
-    return LossRecord(topic, int(partition), int(start), int(item["e"]["N"]), int(item["at"]["N"]))
+    reason = item.get("r", {}).get("S", "")
+    return LossRecord(topic, int(partition), int(start), int(item["e"]["N"]), int(item["at"]["N"]), reason)
 
 
 def _conditional(e: ClientError) -> bool:
@@ -246,14 +248,17 @@ class OffsetRunState(StateTable):
         item = self._get(_next_pk(source, target, topic), str(partition))
         return None if item is None else int(item["n"]["N"])
 
-    def record_loss(self, source: str, target: str, topic: str, partition: int, start: int, end: int) -> int:
-        """Record offsets ``[start, end)`` of a partition as lost; returns how many of them were not recorded yet
-        (0 when a retried batch reports the same loss again)."""
+    def record_loss(
+        self, source: str, target: str, topic: str, partition: int, start: int, end: int, reason: str = ""
+    ) -> int:
+        """Record offsets ``[start, end)`` of a partition as lost (``reason``: skipped on purpose, and why); returns
+        how many of them were not recorded yet (0 when a retried batch reports the same loss again)."""
         item = {
             "pk": {"S": _lost_pk(source, target)},
             "sk": {"S": f"{topic}#{partition}#{_sk(start)}"},
             "e": {"N": str(end)},
             "at": {"N": str(int(time.time() * 1000))},
+            **({"r": {"S": reason}} if reason else {}),
         }
         try:
             with self._access("write"):
@@ -274,9 +279,9 @@ class OffsetRunState(StateTable):
         """Every lost range of the flow's current incarnations, by topic, partition and offset."""
         return [_loss(i) for i in self._items(_lost_pk(source, target))]
 
-    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]:
-        """The lost ranges ``[start, end)`` of one partition."""
-        return [(r.start, r.end) for r in map(_loss, self._lost_items(source, target, topic, partition))]
+    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[LostRange]:
+        """The lost ranges ``[start, end)`` of one partition (``(start, end, reason)`` for a skipped one)."""
+        return [r.range for r in map(_loss, self._lost_items(source, target, topic, partition))]
 
     def _lost_items(self, source: str, target: str, topic: str, partition: int) -> list[dict[str, Any]]:
         return self._query(
@@ -284,11 +289,11 @@ class OffsetRunState(StateTable):
             ExpressionAttributeValues={":pk": {"S": _lost_pk(source, target)}, ":p": {"S": f"{topic}#{partition}#"}},
         )
 
-    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[LostRange]]:
         """Every lost range of the flow, by topic-partition."""
-        found: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        found: dict[tuple[str, int], list[LostRange]] = {}
         for r in self.losses(source, target):
-            found.setdefault((r.topic, r.partition), []).append((r.start, r.end))
+            found.setdefault((r.topic, r.partition), []).append(r.range)
         return found
 
     def archive_partition(self, source: str, target: str, topic: str, partition: int, label: str) -> None:

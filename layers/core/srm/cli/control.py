@@ -24,14 +24,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
-from srm.aws.config_table import ConfigConflictError, ConfigStoreError
-from srm.aws.nodes import Nodes
 from srm.aws.secrets import secrets_manager_resolver
 from srm.cli.control_edits import register_config, register_filters, register_flows
-from srm.cli.control_failover import register_offsets, register_takeover
+from srm.cli.control_failover import register_offsets, register_replication_offsets, register_takeover
 from srm.cli.control_session import PROG, Handler, Parser, Register, Session, UsageError, common_options, flow_args
 from srm.cli.options import add_command, add_json, add_timeout
 from srm.cli.tables import age, flow_nodes, node_lines, table
+from srm.config.store import ConfigConflictError, ConfigStoreError
 from srm.control.edits import ControlError
 from srm.control.nodes import nodes_status
 from srm.control.status import FlowStatus, member_stalls
@@ -62,14 +61,19 @@ def _status(session: Session, args: argparse.Namespace) -> int:
         raise UsageError("status: give both --source and --target, or neither")
     flows = [Flow(args.source, args.target)] if args.source else None
     probe = KafkaStatusProbe(secrets_manager_resolver(session.region), timeout=args.timeout)
-    control = session.control()
     try:
+        control = session.control()
+        base = control.snapshot()
         state: StateStore | None = session.state()
+        members = session.nodes(control.config(base).nodes().group_id)
     except StateError as e:  # the flows' status is shown without what only the state knows
-        session.warn(f"the state cannot be read: {e}")
-        state = None
-    statuses = control.status(probe, state, flows)
-    members = Nodes(session.dynamodb(), args.state_table, control.config().nodes().group_id)
+        if not args.local:
+            raise
+        # this directory's srm run: its config file, and what its own workers noted beside it
+        session.warn(f"the state cannot be read: {e}; showing this node's own view")
+        control, members = session.local_view()
+        base, state = control.snapshot(), None
+    statuses = control.status(probe, state, flows, base=base)
     nodes = nodes_status(members, [Flow(s.source, s.target) for s in statuses])
     if state is None:  # what the nodes' watchdogs find stuck, as their member items hold it
         statuses = [replace(s, stalled=member_stalls(members, s.source, s.target)) for s in statuses]
@@ -110,6 +114,12 @@ def _problem_lines(s: FlowStatus, now: float) -> list[str]:
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stall.since_ms / 1000))
         lines.append(f"{s.name}: {stall.what} stalled since {since} ({age(stall.since_ms, now)}): {stall.reason}")
     for loss in s.losses:
+        if not loss.purged:
+            lines.append(
+                f"{s.name}: SKIPPED {loss.topic}-{loss.partition} offsets {loss.start}..{loss.end - 1} "
+                f"({loss.end - loss.start} offsets) never replicated: {loss.reason} ({age(loss.at_ms, now)})"
+            )
+            continue
         lines.append(
             f"{s.name}: DATA LOSS {loss.topic}-{loss.partition} offsets {loss.start}..{loss.end - 1} "
             f"({loss.end - loss.start} offsets) purged on the source before they were replicated "
@@ -146,6 +156,7 @@ COMMANDS: list[Register] = [
     register_status,
     register_offsets,
     register_takeover,
+    register_replication_offsets,
 ]
 
 
@@ -153,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG,
         description="Change what serverless-srm replicates while it runs, and see how it is doing. The "
-        "configuration lives in the DynamoDB config table every function reads (through a short cache).",
+        "configuration lives in the DynamoDB config table every function reads (through a short cache), or, for srm "
+        "run, beside its state in Kafka (--local, --state-of).",
         epilog="exit status: 0 done; 1 the store or a cluster does not answer, or the configuration changed meanwhile "
         "(nothing written); 2 bad input (nothing written)",
     )
@@ -176,7 +188,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         args = build_parser().parse_args(argv)
         session = Session(args, out, err)
         handler: Handler = args.handler
-        return handler(session, args)
+        try:
+            return handler(session, args)
+        finally:
+            session.close()
     except (UsageError, ControlError, ConfigError) as e:
         print(f"{PROG}: {e}", file=err)
         return 2
@@ -201,7 +216,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
 
 
 def _tables_hint(error: ConfigStoreError, args: argparse.Namespace | None) -> str:
-    if not error.missing_table or args is None:
+    if not error.missing_table or args is None or args.local or args.state_of:
         return ""
     try:
         tables = Session(args, sys.stdout, sys.stderr).dynamodb().list_tables().get("TableNames", [])

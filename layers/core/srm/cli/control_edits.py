@@ -154,6 +154,9 @@ def _flows_list(session: Session, args: argparse.Namespace) -> int:
         [f.name, "yes" if f.enabled else "no", _brief(f, f.topics), _brief(f, f.groups), _changed(f)] for f in flows
     ]
     session.print(*table(["FLOW", "ENABLED", "TOPICS", "GROUPS", "LAST CHANGED"], rows))
+    chains = [f"{f.name} transforms: {' -> '.join(f.transforms)}" for f in flows if f.transforms]
+    if chains:
+        session.print("", *chains)
     return 0
 
 
@@ -210,7 +213,7 @@ def _config_import(session: Session, args: argparse.Namespace) -> int:
     config = load_config(args.file)  # parses and validates everything; ConfigError names key and file:line
     for warning in config.warnings:
         session.warn(warning)
-    if args.create_tables and not args.dry_run:
+    if args.create_tables and not args.dry_run and not session.in_kafka:
         create_config_table(session.dynamodb(), args.config_table)
         create_state_table(session.dynamodb(), args.state_table)
     control = session.control()
@@ -229,12 +232,13 @@ def _config_import(session: Session, args: argparse.Namespace) -> int:
             session.print(f"~ {key} = {new}  (was: {old})")
         for key, _ in sorted(result.removed.items()):
             session.print(f"- {key}")
+    where = f"the {'configuration in' if session.in_kafka else 'config table'} {control.store.table}"
     if args.dry_run:
         session.print(f"dry run, nothing written: {args.file} would give {summary}")
     elif result.unchanged:
-        session.print(f"{args.file}: the config table {args.config_table} already holds exactly this; nothing written")
+        session.print(f"{args.file}: {where} already holds exactly this; nothing written")
     else:
-        session.print(f"imported {args.file} into {args.config_table}: {summary}")
+        session.print(f"imported {args.file} into {control.store.table}: {summary}")
     return 0
 
 

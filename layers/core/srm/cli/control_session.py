@@ -4,12 +4,11 @@ use) and the one-line usage errors."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import getpass
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -18,15 +17,23 @@ from urllib.parse import urlsplit
 import boto3
 from botocore.config import Config
 
-from srm.aws.config_table import ConfigStore, ConfigStoreError
+from srm.aws.config_table import DynamoDBConfig
+from srm.aws.nodes import DynamoDBNodes
 from srm.aws.secrets import secrets_manager_resolver
 from srm.aws.state import DynamoDBState
 from srm.config.connectors import load_config
+from srm.config.scopes import ConfigSnapshot, Scope, split_scopes
+from srm.config.secrets import SecretResolver
+from srm.config.settings import SrmConfig
+from srm.config.store import ConfigStore, ConfigStoreError, plan_replace
 from srm.control.edits import Control
-from srm.errors import ConfigError
-from srm.kafka.state import KafkaState, state_topic
-from srm.local.store import STATE_DIR, known_store_cluster, local_store_url
+from srm.kafka.config_store import KafkaConfig
+from srm.kafka.nodes import KafkaNodes
+from srm.kafka.state import KafkaState
+from srm.local.nodes import NodeFiles
+from srm.local.store import STATE_DIR, known_store_cluster
 from srm.state import StateStore
+from srm.state.nodes import Nodes
 
 __all__ = [
     "LOCAL_REGION",
@@ -64,19 +71,18 @@ class Session:
     out: TextIO
     err: TextIO
     _dynamodb: Any = field(default=None, repr=False)
+    _state: KafkaState | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.args.local and getattr(self.args, "state_of", None):
+            raise UsageError("--local and --state-of exclude each other")
+        if self.in_kafka and self.args.endpoint_url:
+            raise UsageError(f"{self._kafka_option()} and --endpoint-url exclude each other")
 
     @property
     def endpoint_url(self) -> str | None:
-        if self.args.local:
-            if self.args.endpoint_url:
-                raise UsageError("--local and --endpoint-url exclude each other")
-            url = local_store_url(Path.cwd() / STATE_DIR)
-            if url is None:
-                raise ConfigStoreError(
-                    f"no local runtime is running in {Path.cwd()} ({STATE_DIR}/store.url not found): start "
-                    "`srm run --config FILE` in this directory, or give --endpoint-url"
-                )
-            return url
+        if self.in_kafka:
+            return None
         url = self.args.endpoint_url or None
         if url is not None:
             parsed = urlsplit(url)
@@ -88,10 +94,18 @@ class Session:
         return url
 
     @property
+    def in_kafka(self) -> bool:
+        """Whether the state is an ``srm run`` cluster's, in Kafka: this directory's (--local) or a config file's."""
+        return bool(self.args.local or getattr(self.args, "state_of", None))
+
+    def _kafka_option(self) -> str:
+        return "--local" if self.args.local else "--state-of"
+
+    @property
     def region(self) -> str:
         if self.args.region:
             return str(self.args.region)
-        if self.args.local:
+        if self.in_kafka:
             return LOCAL_REGION
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         if not region:
@@ -105,8 +119,8 @@ class Session:
     def dynamodb(self) -> Any:
         if self._dynamodb is None:
             endpoint = self.endpoint_url
-            # A store on this host (srm run's, moto, DynamoDB Local) takes any credentials: none need be configured.
-            # Set for every client of the command (the config table's reader builds its own).
+            # A store on this host (moto, DynamoDB Local) takes any credentials: none need be configured. Set for
+            # every client of the command (the config table's reader builds its own).
             if _loopback(endpoint) and boto3.session.Session().get_credentials() is None:
                 os.environ["AWS_ACCESS_KEY_ID"] = os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
             self._dynamodb = boto3.client(
@@ -117,35 +131,54 @@ class Session:
             )
         return self._dynamodb
 
+    def lambda_client(self) -> Any:
+        """Lambda's API, where the flows' event source mappings are (AWS only)."""
+        return boto3.client("lambda", region_name=self.region, config=Config(retries={"mode": "standard"}))
+
     def store(self) -> ConfigStore:
-        return ConfigStore(self.dynamodb(), self.args.config_table, cache_seconds=0)
+        if self.in_kafka:
+            return KafkaConfig(self._kafka_state(), cache_seconds=0)
+        return DynamoDBConfig(self.dynamodb(), self.args.config_table, cache_seconds=0)
 
     def control(self) -> Control:
         return Control(self.store(), author=_author())
 
     def state(self) -> StateStore:
-        if self.args.local:
-            return self._local_state()
+        if self.in_kafka:
+            return self._kafka_state()
         return DynamoDBState(self.dynamodb(), self.args.state_table)
 
-    def _local_state(self) -> StateStore:
-        """The state of the ``srm run`` in this directory: its state topic, on the cluster its node found it on,
-        reached with the settings of the config file that ``srm run`` was given (the config table holds its literal
-        secrets as references to the workers' environment), within the command's ``--timeout`` if it has one."""
-        config = self.store().load()
+    def nodes(self, group: str) -> Nodes:
+        if self.in_kafka:
+            return KafkaNodes(self._kafka_state(), group)
+        return DynamoDBNodes(self.dynamodb(), self.args.state_table, group)
+
+    def local_view(self) -> tuple[Control, Nodes]:
+        """What this directory's ``srm run`` knows without its shared state: the config file it was started with
+        (srm-control's edits since are not in it) and the records its own node noted in its directory."""
         state_dir = Path.cwd() / STATE_DIR
-        alias = known_store_cluster(config.nodes().topic, state_dir)
-        if alias is None:  # no state topic noted in this directory: the state is in the store's state table
-            return DynamoDBState(self.dynamodb(), self.args.state_table)
-        clients = config
-        with contextlib.suppress(OSError, ConfigError):
-            given = load_config(Path((state_dir / "config.path").read_text().strip()))
-            if given.nodes().group_id == config.nodes().group_id:
-                clients = given
-        resolver = secrets_manager_resolver(self.region)
-        topic = state_topic(config.nodes().group_id)
-        timeout = getattr(self.args, "timeout", None)
-        return KafkaState.on_cluster(clients, alias, topic, resolver).start(timeout)
+        config, _ = _local_run(state_dir, need_store=False)
+        return Control(_StartedWith(config), author=_author()), NodeFiles(state_dir / "nodes", config.nodes().group_id)
+
+    def _kafka_state(self) -> KafkaState:
+        """The state of an ``srm run`` cluster, read from its state topic (no node need run): of the one started in
+        this directory (--local: its config file and the cluster its node found the state on), or of the cluster
+        of nodes a config file forms (--state-of FILE), within the command's ``--timeout`` if it has one."""
+        if self._state is None:
+            timeout = getattr(self.args, "timeout", None)
+            resolver = secrets_manager_resolver(self.region)
+            if self.args.local:
+                config, alias = _local_run(Path.cwd() / STATE_DIR)
+            else:
+                config = load_config(Path(self.args.state_of))
+                alias = _store_cluster(config, resolver, timeout)
+            self._state = KafkaState.on_cluster(config, alias, config.nodes().topic, resolver).start(timeout)
+        return self._state
+
+    def close(self) -> None:
+        if self._state is not None:
+            self._state.stop()
+            self._state = None
 
     def print(self, *lines: str) -> None:
         for line in lines:
@@ -157,6 +190,69 @@ class Session:
 
     def warn(self, message: str) -> None:
         print(f"{PROG}: warning: {message}", file=self.err)
+
+
+class _StartedWith:
+    """The configuration a node was started with, read-only (:class:`srm.config.store.ConfigStore`)."""
+
+    def __init__(self, config: SrmConfig) -> None:
+        self.config = config
+        self.table = config.properties.source
+
+    def load(self, *, fresh: bool = False) -> SrmConfig:
+        return self.config
+
+    def read(self) -> ConfigSnapshot:
+        scopes = split_scopes(self.config.properties, self.config.clusters)
+        return ConfigSnapshot(self.table, {sk: Scope(sk, v, 1) for sk, v in scopes.items()}, origin=self.table)
+
+    def plan_replace(self, config: SrmConfig, base: ConfigSnapshot) -> dict[str, dict[str, str] | None]:
+        return plan_replace(config, base)
+
+    def replace_all(
+        self, config: SrmConfig, *, base: ConfigSnapshot | None = None, author: str | None = None
+    ) -> dict[str, dict[str, str] | None]:
+        raise self._unchangeable()
+
+    def commit(
+        self, base: ConfigSnapshot, changes: Mapping[str, Mapping[str, str] | None], *, author: str | None = None
+    ) -> None:
+        raise self._unchangeable()
+
+    def _unchangeable(self) -> ConfigStoreError:
+        return ConfigStoreError("the configuration cannot be changed while the state cannot be read")
+
+
+def _local_run(state_dir: Path, *, need_store: bool = True) -> tuple[SrmConfig, str]:
+    """The config file of the ``srm run`` started in ``state_dir``'s directory, and the cluster holding its state."""
+    try:
+        config = load_config(Path((state_dir / "config.path").read_text().strip()))
+    except OSError:
+        raise ConfigStoreError(
+            f"no srm run has run in {state_dir.parent} ({STATE_DIR}/config.path not found): start `srm run --config "
+            "FILE` in this directory, or give --state-of FILE or --endpoint-url"
+        ) from None
+    alias = known_store_cluster(config.nodes().group_id, state_dir)
+    if alias is None and not need_store:
+        return config, ""
+    if alias is None:
+        raise ConfigStoreError(
+            f"the srm run in {state_dir.parent} has not found its state yet ({STATE_DIR}/store.cluster not found): "
+            "wait until it has started, or give --state-of FILE"
+        )
+    return config, alias
+
+
+def _store_cluster(config: SrmConfig, resolver: SecretResolver, timeout: float | None) -> str:
+    """The cluster holding the state of the cluster of nodes ``config`` forms, every cluster asked side by side."""
+    from srm.control.check import answered_topics, check_distinct, probe_clusters
+    from srm.local.nodes import kafka_store_spec
+
+    wait = timeout or 10.0
+    answers = probe_clusters(config, [a for a in config.clusters if config.bootstrap_servers(a)], resolver, wait)
+    check_distinct(answers)
+    topics_of = answered_topics(config, answers, wait)
+    return kafka_store_spec(config, resolver, create=False, topics_of=topics_of).alias
 
 
 def _loopback(url: str | None) -> bool:
@@ -187,7 +283,13 @@ def common_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
         "--local",
         action="store_true",
         default=default(False),
-        help="the store of the `srm run` started in this directory (.srm-local/store.url)",
+        help="the state of the `srm run` started in this directory, read from Kafka (running or not)",
+    )
+    group.add_argument(
+        "--state-of",
+        metavar="FILE",
+        default=default(None),
+        help="the state of the srm run cluster this config file (or folder of connectors) forms, read from Kafka",
     )
     group.add_argument(
         "--endpoint-url", default=default(None), help="DynamoDB endpoint (default: AWS, or $AWS_ENDPOINT_URL)"

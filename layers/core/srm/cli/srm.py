@@ -20,7 +20,6 @@ if threading.current_thread() is threading.main_thread():  # signal handlers can
 
 import argparse
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,15 +48,15 @@ def _parser() -> argparse.ArgumentParser:
         help="this node's id among the nodes of the cluster (default: derived from the host and this directory, the "
         "same at every restart here)",
     )
-    run.add_argument("--store-port", type=int, default=0, help="port of the local store (default: any free port)")
-    run.add_argument("--config-table", default="srm-config")
-    run.add_argument("--state-table", default="srm-state")
+    run.add_argument("--store-port", help=argparse.SUPPRESS)  # retired with the store server: said by _run
+    run.add_argument("--config-table", default="srm-config", help="with --endpoint-url: the config table")
+    run.add_argument("--state-table", default="srm-state", help="with --endpoint-url: the state table")
     run.add_argument(
         "--no-metrics",
         action="store_true",
         help="no monitoring: no raw metrics, no CloudWatch metrics, no aggregation process (a JVM)",
     )
-    run.add_argument("--metrics-table", default="srm-metrics", help="the local store's metrics table")
+    run.add_argument("--metrics-table", default="srm-metrics", help="with --endpoint-url: the metrics table")
     run.add_argument(
         "--api-port",
         type=int,
@@ -166,6 +165,11 @@ def _run(args: argparse.Namespace) -> int:
             f"--store {args.store}: srm run no longer runs that store; leave --store out (the state is kept in "
             "Kafka), or give any DynamoDB (LocalStack, a DynamoDB Local you run) with --endpoint-url URL"
         )
+    if args.store_port is not None:
+        raise ConfigError(
+            "--store-port: srm run serves no store any more (every process reads the state from Kafka itself); "
+            "leave it out"
+        )
     config = _given_config(args)
     for warning in config.warnings:
         logging.warning(warning)
@@ -173,7 +177,6 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     options = RuntimeOptions(
         endpoint_url=args.endpoint_url,
-        store_port=args.store_port,
         node_id=args.node_id,
         config_table=args.config_table,
         state_table=args.state_table,
@@ -262,43 +265,19 @@ def _status(args: argparse.Namespace) -> int:
     Of the srm run in this directory, or, with --config, of the cluster of nodes that config file forms (its state is
     read from Kafka: no node needs to run here).
     """
-    # srm-control status, on this directory's store or on the cluster's state read from Kafka
+    # srm-control status, on this directory's srm run or on the cluster of nodes a config file forms
     from srm.cli.control import main as control
-    from srm.local.store import STATE_DIR, local_store_url
+    from srm.local.store import STATE_DIR
 
     options = [*(["--json"] if args.json else []), *(["--topics"] if args.topics else []), f"--timeout={args.timeout}"]
-    if args.config is None:
-        if local_store_url(STATE_DIR) is None:
-            raise ConfigError(
-                f"no srm run in this directory ({STATE_DIR}/store.url not found): run `srm status` where it runs, "
-                "or give --config FILE to read the cluster's state from Kafka"
-            )
-        return control(["--local", "status", *options])
-    from srm.aws.secrets import secrets_manager_resolver
-    from srm.control.check import answered_topics, check_distinct, probe_clusters
-    from srm.local.nodes import kafka_store_spec
-    from srm.local.tables.replicated import ReplicatedTables
-    from srm.local.tables.server import TablesServer
-
-    config = load_file(args.config)
-    resolver = secrets_manager_resolver(_region())
-    # every cluster asked once, side by side: the state may be on any, and one that does not answer is named
-    answers = probe_clusters(
-        config, [a for a in config.clusters if config.bootstrap_servers(a)], resolver, args.timeout
-    )
-    check_distinct(answers)
-    topics_of = answered_topics(config, answers, args.timeout)
-    spec = kafka_store_spec(config, resolver, create=False, topics_of=topics_of)
-    tables = ReplicatedTables(spec.topic, spec.consumer, spec.producer)
-    tables.start(60.0)
-    server = TablesServer(tables)
-    try:
-        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")  # the store takes any
-        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-        return control(["--endpoint-url", server.start(), "--region", "us-east-1", "status", *options])
-    finally:
-        server.stop()
-        tables.stop()
+    if args.config is not None:
+        return control(["--state-of", str(args.config), "status", *options])
+    if not (STATE_DIR / "config.path").exists():
+        raise ConfigError(
+            f"no srm run in this directory ({STATE_DIR}/config.path not found): run `srm status` where it runs, "
+            "or give --config FILE to read the cluster's state from Kafka"
+        )
+    return control(["--local", "status", *options])
 
 
 def _metrics(args: argparse.Namespace) -> int:

@@ -7,9 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from srm.control.nodes import NodesStatus
+from srm.control.replication_offsets import MoveReport
+from srm.core.replication_offsets import PartitionPosition, StartFrom
+from srm.flow import Flow
 from srm.replication.takeover import TakeoverReport
 
-__all__ = ["age", "flow_nodes", "node_lines", "table", "takeover_lines"]
+__all__ = ["age", "flow_nodes", "move_lines", "node_lines", "position_lines", "table", "takeover_lines"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, figures_from: int | None = None) -> list[str]:
@@ -44,6 +47,52 @@ def takeover_lines(report: TakeoverReport) -> list[str]:
     )
     done = "dry run, nothing written" if report.dry_run else f"committed to the mapping groups on {report.flow.source}"
     return [*table(["TOPIC", "PARTITION", "START", "TAIL", "READ FROM"], rows), f"{report.flow}: {done}: {summary}"]
+
+
+def position_lines(flow: Flow, positions: Sequence[PartitionPosition], start_from: StartFrom) -> list[str]:
+    """Where replication of each source partition stands: the next record replicated, and what is left to do."""
+    rows = [
+        [
+            p.topic,
+            str(p.partition),
+            f"- ({start_from})" if p.committed is None else str(p.committed),
+            str(p.log_start),
+            str(p.log_end),
+            str(max(0, p.log_end - p.effective(start_from))),
+        ]
+        for p in positions
+    ]
+    where = f"the mapping groups' committed offsets on {flow.source} (the next record each replicates)"
+    return [*table(["TOPIC", "PARTITION", "POSITION", "LOG START", "LOG END", "LAG"], rows), f"{flow}: {where}"]
+
+
+def move_lines(report: MoveReport) -> list[str]:
+    """Each partition's old and new position and what the move does on the target; a summary line."""
+    rows = []
+    for m in report.moves:
+        skipped = m.skipped
+        if skipped is not None:
+            effect = f"skips {skipped[1] - skipped[0]} (offsets {skipped[0]}..{skipped[1] - 1}, never replicated)"
+        elif m.replayed or m.first_copies:
+            effect = f"replicates {m.replayed} again (duplicates on {report.flow.target})"
+            if m.first_copies:
+                effect += f" and {m.first_copies} an earlier move skipped (first copies)"
+        else:
+            effect = "unchanged"
+        if m.note:
+            effect += f"; {m.note}"
+        rows.append([m.topic, str(m.partition), "-" if m.old is None else str(m.old), str(m.new), effect])
+    done = (
+        "dry run, nothing moved"
+        if report.dry_run
+        else "moved" + (" (the flow was stopped for it and started again)" if report.paused else "")
+    )
+    summary = (
+        f"{report.flow}: {done}, to {report.to}: {report.skipped} records skipped (never replicated: a consumer "
+        f"group's offset among them gets no checkpoint), {report.replayed} replicated again (duplicates on "
+        f"{report.flow.target}, by design)"
+    )
+    return [*table(["TOPIC", "PARTITION", "OLD", "NEW", "EFFECT"], rows), summary]
 
 
 def age(ms: int | None, now_ms: float) -> str:

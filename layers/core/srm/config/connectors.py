@@ -18,7 +18,11 @@ The connectors of one source→target pair become one flow. Their keys land wher
 
 The heartbeat connector's ``target.cluster.*`` and ``producer.override.*`` name where it writes heartbeats, which the
 seed recommends be the source cluster: srm always writes the flow's heartbeats there, so they are not the flow's
-target settings and are left out. A key two connectors of a pair set differently is an error naming both.
+target settings and are left out. The source connector's Single Message Transforms (``transforms``, ``transforms.*``,
+``predicates``, ``predicates.*``) become the flow's, which the mirror applies to the replicated records
+(:mod:`srm.core.transforms`); the checkpoint and heartbeat connectors' apply, in Connect, to the checkpoints and
+heartbeats they write, which srm writes in MM2's formats for MM2's tooling, so they are left out. A key two
+connectors of a pair set differently is an error naming both.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import yaml
 from srm.config.keys import ignored_because
 from srm.config.parsing import Properties, as_text, decode_text
 from srm.config.settings import SrmConfig, load_file
+from srm.core.transforms import is_transform_key
 from srm.errors import ConfigError
 
 __all__ = ["CONNECTOR_KINDS", "Connector", "connector_properties", "load_config", "load_connectors", "read_connectors"]
@@ -141,7 +146,10 @@ def connector_properties(connectors: list[Connector], source: str = "<connectors
         flow = f"{a}->{b}"
         put(f"{flow}.enabled", "true", connector, "source.cluster.alias")
         heartbeats = connector.kind == "MirrorHeartbeatConnector"
+        data = connector.kind == "MirrorSourceConnector"
         for key, value in connector.config.items():
+            if not data and is_transform_key(str(key)):
+                continue  # they transform the connector's own checkpoints or heartbeats (see the module's docstring)
             mapped = _mapped(str(key), a, b, flow, heartbeats)
             if mapped is not None:
                 put(mapped, value, connector, str(key))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from srm.config.flow_settings import SETTING_KEYS
 from srm.config.nodes import NODE_KEYS
+from srm.core.transforms import is_transform_key
 from srm.flow import Flow
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ignored_because",
     "is_known_key",
     "resolve",
+    "transform_properties",
 ]
 
 CLIENT_ROLES = ("producer", "consumer", "admin")
@@ -125,7 +127,7 @@ RESERVED_ALIASES = frozenset(
     | {p.split(".")[0] for p in _COMMON_CLIENT_PREFIXES}
     | set(CLIENT_ROLES)
     | set(SIDES)
-    | {"clusters"}
+    | {"clusters", "transforms", "predicates"}
     | {k.split(".")[0] for k in GLOBAL_KEYS}
 )
 
@@ -148,6 +150,25 @@ def resolve(
         if candidate in props:
             return props[candidate], candidate
     return None
+
+
+def transform_properties(
+    props: Mapping[str, str], *, source: str | None = None, target: str | None = None
+) -> dict[str, tuple[str, str]]:
+    """The Single Message Transform keys of a replication (``transforms``, ``transforms.<name>.<param>``,
+    ``predicates`` …) as ``{key: (value, defining key)}``, each from the most specific level that sets it, as
+    :func:`resolve` finds any other setting."""
+    prefixes = [""]
+    if target:
+        prefixes.append(f"{target}.")
+    if source and target:
+        prefixes.append(f"{source}->{target}.")
+    found: dict[str, tuple[str, str]] = {}
+    for prefix in prefixes:  # least specific first: a more specific level overwrites
+        for full_key, value in props.items():
+            if full_key.startswith(prefix) and is_transform_key(key := full_key[len(prefix) :]):
+                found[key] = (value, full_key)
+    return found
 
 
 def client_properties(
@@ -195,7 +216,7 @@ def client_properties(
 # ---------------------------------------------------------------------------------------------------------------
 def is_known_key(key: str) -> bool:
     """A key that may follow an ``<alias>.`` or ``a->b.`` prefix, or stand globally."""
-    return key in SETTING_KEYS or _is_client_key(key) or ignored_because(key) is not None
+    return key in SETTING_KEYS or is_transform_key(key) or _is_client_key(key) or ignored_because(key) is not None
 
 
 def _is_common_client_key(key: str) -> bool:

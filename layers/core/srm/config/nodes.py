@@ -3,7 +3,7 @@ how soon a dead one's work moves.
 
 Nodes started with the same configuration form one cluster: they share the group id (``nodes.group.id``, by default
 derived from the configuration's cluster aliases, as MirrorMaker 2's dedicated mode derives its Connect groups from
-them), and keep the state in the compacted topic ``srm-store.<group id>.internal`` on one cluster of the
+them), and keep the state in the compacted topic ``srm-state.<group id>.internal`` on one cluster of the
 configuration (``nodes.store.cluster``; by default where that topic already is, else the target of the first
 enabled flow in alphabetical order).
 """
@@ -25,9 +25,10 @@ __all__ = [
     "NODES_STORE_CLUSTER",
     "NODE_KEYS",
     "NodeSettings",
+    "legacy_store_topic",
     "member_id",
     "node_of",
-    "store_topic",
+    "state_topic",
 ]
 
 NODES_GROUP_ID = "nodes.group.id"
@@ -47,15 +48,20 @@ def _default_group(aliases: Iterable[str]) -> str:
     return f"srm-{hashlib.sha256(joined.encode()).hexdigest()[:16]}"
 
 
-def store_topic(group_id: str) -> str:
+def state_topic(group_id: str) -> str:
     """The compacted topic of a cluster's shared state (``.internal``: never replicated)."""
+    return f"srm-state.{group_id}.internal"
+
+
+def legacy_store_topic(group_id: str) -> str:
+    """Where versions before the state topic kept the state, the configuration and the nodes (DynamoDB items)."""
     return f"srm-store.{group_id}.internal"
 
 
 @dataclass(frozen=True)
 class NodeSettings:
     group_id: str
-    store_cluster: str | None  # None: where the store topic is, else the first enabled flow's target
+    store_cluster: str | None  # None: where the state topic is, else the first enabled flow's target
     session_timeout_ms: int  # a member that stops heartbeating this long loses its partitions and leaderships
 
     @classmethod
@@ -98,7 +104,7 @@ class NodeSettings:
 
     @property
     def topic(self) -> str:
-        return store_topic(self.group_id)
+        return state_topic(self.group_id)
 
 
 _SIBLING = "#"  # a node id never holds it: what follows names one of the node's extra worker processes

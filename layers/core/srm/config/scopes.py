@@ -44,14 +44,16 @@ class Scope:
 class ConfigSnapshot:
     """Every scope of the table with its version, read consistently: the base of a read-modify-write."""
 
-    table: str
+    table: str  # the store's name, as messages give it
     scopes: Mapping[str, Scope] = field(default_factory=dict)
+    origin: str = ""  # where the properties come from, as their origins say it (default: the DynamoDB table)
 
     def scope(self, sk: str) -> Scope:
         return self.scopes.get(sk) or Scope(sk, {})
 
     def properties(self) -> Properties:
-        return flatten_scopes(self.table, {sk: s.properties for sk, s in self.scopes.items()})
+        origin = self.origin or f"dynamodb:{self.table}"
+        return flatten_scopes(origin, {sk: s.properties for sk, s in self.scopes.items()})
 
     def __bool__(self) -> bool:
         return bool(self.scopes)
@@ -72,10 +74,11 @@ def split_scopes(props: Mapping[str, str], clusters: tuple[str, ...]) -> dict[st
     return scopes
 
 
-def flatten_scopes(table: str, scopes: Mapping[str, Mapping[str, str]]) -> Properties:
-    props = Properties(source=f"dynamodb:{table}")
+def flatten_scopes(origin: str, scopes: Mapping[str, Mapping[str, str]]) -> Properties:
+    """The flat property map of ``scopes``, each key's origin ``<origin>#<scope>``."""
+    props = Properties(source=origin)
     for sk, values in sorted(scopes.items(), key=lambda kv: (kv[0] != "global", kv[0])):
         prefix = "" if sk == "global" else sk.split("#", 1)[1] + "."
         for key, value in values.items():
-            props.set(prefix + key, value, f"dynamodb:{table}#{sk}")
+            props.set(prefix + key, value, f"{origin}#{sk}")
     return props

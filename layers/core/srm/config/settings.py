@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -35,12 +35,14 @@ from srm.config.keys import (
     ignored_because,
     is_known_key,
     resolve,
+    transform_properties,
 )
 from srm.config.nodes import NodeSettings
 from srm.config.parsing import Properties, parse_config_bytes
 from srm.config.secrets import MASK, is_sensitive
 from srm.core.filters import FilterError, ReplicateDecision, parse_list
 from srm.core.loops import identity_loops
+from srm.core.transforms import TransformChain, TransformConfigError, build_chain
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.mm2.policy import PolicyError, ReplicationPolicy, load_policy
@@ -167,6 +169,7 @@ class SrmConfig:
         for source, target in config.flows:
             config.settings(source, target)  # validates every replication's settings up front
             config.policy(source, target)
+            config.transforms(source, target)
         for level in (None, *clusters):  # settings no replication reads yet are still checked
             config._validate_level(level)
         for alias in sorted({a for flow in config.enabled_flows() for a in flow}):
@@ -179,6 +182,8 @@ class SrmConfig:
         validate_client_values(props, clusters, config.flows)
         _refuse_identity_loops(config)
         _refuse_uncommitted_reads(config)
+        for flow in config.flows:  # an auto.offset.reset a mapping cannot start from, refused before anything runs
+            config.start_from(*flow)
         config.metrics_aggregation_interval_seconds()
         config.metrics_api_peers()
         config.metrics_api_gateway()
@@ -329,9 +334,41 @@ class SrmConfig:
             key = found[1] if found else "replication.policy.class"
             raise ConfigError(str(e), key=key, origin=self.properties.origin(key)) from None
 
+    def transforms(self, source: str, target: str) -> TransformChain:
+        """The flow's Single Message Transforms (:mod:`srm.core.transforms`), built once per configuration."""
+        chain: TransformChain = self._per_flow("_transforms_cache", self._transforms, source, target)
+        return chain
+
+    def _transforms(self, source: str, target: str) -> TransformChain:
+        self.check_flow(source, target)
+        try:
+            return build_chain(transform_properties(self.properties, source=source, target=target))
+        except TransformConfigError as e:
+            raise ConfigError(str(e), key=e.key, origin=self.properties.origin(e.key)) from None
+
     def client(self, alias: str, role: str, flow: Flow | None = None) -> dict[str, tuple[str, str]]:
         self.check_alias(alias)
         return client_properties(self.properties, alias, role, flow=flow)
+
+    def start_from(self, source: str, target: str) -> Literal["earliest", "latest"]:
+        """Where replication of a source partition with no committed position starts (a new topic, a new
+        partition): the source consumer's ``auto.offset.reset`` (``<source>.consumer.auto.offset.reset``,
+        ``<source>-><target>.consumer.auto.offset.reset`` …), ``earliest`` by default as MirrorMaker 2's. An event
+        source mapping has no "fail" choice, so ``none`` is refused."""
+        found = self.client(source, "consumer", Flow(source, target)).get("auto.offset.reset")
+        if found is None:
+            return "earliest"
+        value, key = found[0].strip().lower(), found[1]
+        if value in ("earliest", "smallest", "beginning"):
+            return "earliest"
+        if value in ("latest", "largest", "end"):
+            return "latest"
+        raise ConfigError(
+            f"{key}={found[0]!r}: {Flow(source, target)} starts a partition with no committed position at the "
+            "'earliest' or the 'latest' record",
+            key=key,
+            origin=self.properties.origin(key),
+        )
 
     def redacted(self) -> dict[str, str]:
         """The property map with secret values masked, for display."""

@@ -275,6 +275,10 @@ def _flow_lines(
         f"{target} topic {policy.format_remote_topic(source, _EXAMPLE_TOPIC)!r}; checkpoints in "
         f"{policy.checkpoints_topic(source)!r} on {target}; heartbeats in {policy.heartbeats_topic()!r} on {source}"
     )
+    chain = config.transforms(source, target)
+    yield f"  transforms: {len(chain) or 'none'}"
+    for stage in chain.describe():
+        yield f"    {stage}"
     for alias in flow:  # per-flow client settings (<source>-><target>.<role>.…) that differ from the cluster's
         for role in _KINDS:
             conf = client_settings(config, alias, role, flow, resolver)

@@ -31,12 +31,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from srm.aws.config_table import ConfigStore, ConfigStoreError
 from srm.config.export import format_properties, format_yaml
 from srm.config.parsing import Properties
 from srm.config.scopes import ConfigSnapshot, scope_key
 from srm.config.secrets import mask_secrets
 from srm.config.settings import SrmConfig, resolve
+from srm.config.store import ConfigStore, ConfigStoreError
 from srm.control.status import FlowStatus, StatusProbe, flow_status
 from srm.core.filters import (
     DEFAULT_GROUPS,
@@ -146,6 +146,7 @@ class FlowInfo:
     version: int = 0
     updated_at: str | None = None
     updated_by: str | None = None
+    transforms: tuple[str, ...] = ()  # the flow's Single Message Transforms, a line per stage in order
 
     @property
     def name(self) -> str:
@@ -432,4 +433,5 @@ def _flow_info(config: SrmConfig, base: ConfigSnapshot, source: str, target: str
         scope.version,
         scope.updated_at,
         scope.updated_by,
+        tuple(config.transforms(source, target).describe()),
     )

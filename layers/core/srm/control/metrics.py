@@ -11,12 +11,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from srm.aws.config_table import ConfigStore
-from srm.aws.metrics_table import MetricsTable
 from srm.config.settings import SrmConfig
+from srm.config.store import ConfigStore
 from srm.errors import SrmError
 from srm.metrics.model.names import TABLE_DISTRIBUTIONS
 from srm.metrics.model.series import RESOLUTIONS, MetricPoint, Series
+from srm.metrics.model.store import MetricsStore
 from srm.state import StateStore, TopicMappingRecord
 
 __all__ = [
@@ -171,7 +171,7 @@ class MetricSeries(BaseModel):
 class MetricQueries:
     config_store: ConfigStore
     state: StateStore
-    metrics: MetricsTable
+    metrics: MetricsStore
 
     def _config(self) -> SrmConfig:
         return self.config_store.load()

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from srm.aws.nodes import NODE_EXPIRY_MS, MemberRecord, NodeRecord, Nodes
 from srm.config.nodes import node_of
 from srm.flow import Flow
+from srm.state.nodes import NODE_EXPIRY_MS, MemberRecord, NodeRecord, Nodes
 
 __all__ = ["NodeStatus", "NodeView", "NodesStatus", "NodesView", "nodes_status"]
 

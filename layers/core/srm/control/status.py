@@ -11,13 +11,13 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from srm.aws.nodes import Nodes
 from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, plan_topics
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError
 from srm.state import EventSourceMappingRecord, LossRecord, ResetRecord, StateError, StateStore, TopicMappingRecord
+from srm.state.nodes import Nodes
 
 __all__ = ["FlowStatus", "Stall", "StatusProbe", "TopicStatus", "flow_status"]
 
@@ -54,7 +54,8 @@ class FlowStatus:
     topics_from: str = "source"  # "state": the flow's topic mappings; "source": the source cluster's topics
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat, when recorded
     stalled: tuple[Stall, ...] = ()
-    losses: tuple[LossRecord, ...] = ()  # source offsets purged before they were replicated
+    # source offsets purged before they were replicated, or skipped on purpose (a reason: a position moved past them)
+    losses: tuple[LossRecord, ...] = ()
     resets: tuple[ResetRecord, ...] = ()  # source partitions that started over
     # event source mappings Lambda reported a problem of at the last topic sync (authentication, network…)
     mapping_problems: tuple[EventSourceMappingRecord, ...] = ()
@@ -98,6 +99,20 @@ class FlowStatus:
                     "detected": _iso(r.at_ms),
                 }
                 for r in self.losses
+                if r.purged
+            ],
+            "skipped": [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "startOffset": r.start,
+                    "endOffset": r.end,
+                    "skippedOffsets": r.end - r.start,
+                    "reason": r.reason,
+                    "at": _iso(r.at_ms),
+                }
+                for r in self.losses
+                if not r.purged
             ],
             "topicResets": [
                 {

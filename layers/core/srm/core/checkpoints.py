@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from srm.core.continuity import LostRange
 from srm.core.offsets import Origin, Run, doubt_back, translate_back, translate_checked
 from srm.mm2.policy import ReplicationPolicy
 
@@ -57,9 +58,9 @@ class RunsLookup(Protocol):
 
     def origin(self, source: str, target: str, topic: str, partition: int) -> Origin | None: ...
 
-    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]: ...
+    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[LostRange]: ...
 
-    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[tuple[int, int]]]: ...
+    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[LostRange]]: ...
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ class CachedRuns:
     def __init__(self, state: RunsLookup) -> None:
         self._state = state
         self._runs: dict[tuple[str, str, str, int], list[Run]] = {}
-        self._lost: dict[tuple[str, str], dict[tuple[str, int], list[tuple[int, int]]]] = {}
+        self._lost: dict[tuple[str, str], dict[tuple[str, int], list[LostRange]]] = {}
 
     def runs(self, source: str, target: str, topic: str, partition: int) -> list[Run]:
         key = (source, target, topic, partition)
@@ -226,10 +227,10 @@ class CachedRuns:
     def origin(self, source: str, target: str, topic: str, partition: int) -> Origin | None:
         return self._state.origin(source, target, topic, partition)
 
-    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]:
+    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[LostRange]:
         return self.flow_lost_ranges(source, target).get((topic, partition), [])
 
-    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[LostRange]]:
         """Read once per checkpoint run: one query, however many partitions and groups."""
         if (source, target) not in self._lost:
             self._lost[(source, target)] = self._state.flow_lost_ranges(source, target)

@@ -20,7 +20,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ZERO_TOPIC_ID", "Loss", "Reset", "covering", "known_topic_id", "lost_range", "reset_reason"]
+__all__ = [
+    "ZERO_TOPIC_ID",
+    "Loss",
+    "LostRange",
+    "Reset",
+    "covering",
+    "known_topic_id",
+    "lost_range",
+    "reset_reason",
+    "skip_reason",
+]
+
+# A partition's offsets ``[start, end)`` that have no copy on the target: ``(start, end)`` purged on the source before
+# they were replicated (data loss), ``(start, end, reason)`` skipped on purpose (an operator moved the position past
+# them; the records are still on the source).
+LostRange = tuple[int, int] | tuple[int, int, str]
 
 # What brokers without topic ids (and admin clients of older protocols) report: Kafka's Uuid.ZERO_UUID, base64.
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -90,9 +105,17 @@ def reset_reason(end: int, log_end: int | None, recorded_id: str | None, current
     return None
 
 
-def covering(ranges: list[tuple[int, int]], offset: int) -> tuple[int, int] | None:
+def covering(ranges: list[tuple[int, int]] | list[LostRange], offset: int) -> tuple[int, int] | None:
     """The range ``[start, end)`` of ``ranges`` holding ``offset``, if any."""
-    for start, end in ranges:
-        if start <= offset < end:
-            return start, end
+    for r in ranges:
+        if r[0] <= offset < r[1]:
+            return r[0], r[1]
+    return None
+
+
+def skip_reason(ranges: list[LostRange], offset: int) -> str | None:
+    """Why ``offset`` lies in a skipped range of ``ranges`` (None: in none, or in a purged one)."""
+    for r in ranges:
+        if len(r) == 3 and r[0] <= offset < r[1]:
+            return r[2]
     return None

@@ -8,7 +8,9 @@ Invariants of a partition's run list (what :func:`merge_runs` keeps and :func:`t
 A. Runs are sorted by ``upstream`` and do not overlap upstream: every replicated upstream offset is in at most
    one run, and its mapping is the *latest* write of that record (a redelivered batch replaces older mappings).
 B. Consecutive runs are consecutive deliveries of the event source: the upstream offsets between two runs
-   hold no record the source would deliver (compacted away, transaction markers, aborted or deleted records).
+   hold no record the source would deliver (compacted away, transaction markers, aborted or deleted records), or
+   only records the mirror left out on purpose (the loop guard's, dead letters, records a transform dropped), which
+   a group resumes past.
 C. A run is extended only while both sides stay contiguous; any gap on either side starts a new run, so a
    steady partition is one run and state costs one write per batch, not per record.
 D. The first run starts at or after the partition's :class:`Origin`: the first offset of the first batch the mirror
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from operator import attrgetter
 
-from srm.core.continuity import covering
+from srm.core.continuity import LostRange, covering, skip_reason
 
 __all__ = [
     "Doubt",
@@ -205,6 +207,10 @@ def _along(
     return None  # past the last replicated record: records there may not be replicated yet
 
 
+def _inside_run(runs: Sequence[Run], upstream_offset: int) -> bool:
+    return any(r.upstream <= upstream_offset < r.upstream_end for r in runs)
+
+
 def doubt(runs: Sequence[Run], upstream_offset: int, origin: Origin | None) -> Doubt | None:
     """What :func:`translate` takes on trust for ``upstream_offset``, or None when its answer rests on the runs.
 
@@ -285,17 +291,28 @@ def translate_checked(
     upstream_offset: int,
     origin: Callable[[], Origin | None],
     quiet: Callable[[int, int], bool] | None,
-    lost: Sequence[tuple[int, int]] = (),
+    lost: Sequence[LostRange] = (),
 ) -> tuple[int | None, str]:
     """:func:`translate`, taking nothing on trust: the downstream offset, or None and why.
 
     ``origin()`` is the partition's origin, asked for only below the first run. ``quiet(start, end)`` says whether
     the source holds no record the mirror would replicate in ``[start, end)`` (None: the source cannot be asked);
     it settles a :func:`doubt`, and a committed offset past the last run (a trailing transaction marker).
-    ``lost`` are the partition's offset ranges ``[start, end)`` purged before they were replicated: an offset in
-    one has no downstream counterpart (the gap's runs join downstream, so :func:`doubt` cannot see it).
+    ``lost`` are the partition's offset ranges ``[start, end)`` that have no copy on the target: purged before they
+    were replicated, or skipped on purpose (``(start, end, reason)``: an operator moved the position past them). An
+    offset in one has no downstream counterpart (the gap's runs join downstream, so :func:`doubt` cannot see it) —
+    unless a run holds it: a skipped range replicated after all, the position moved back over it.
     """
-    gone = covering(list(lost), upstream_offset)
+    ranges = list(lost)
+    gone = covering(ranges, upstream_offset)
+    skipped = skip_reason(ranges, upstream_offset)
+    if gone is not None and skipped is not None and _inside_run(runs, upstream_offset):
+        gone = None
+    if gone is not None and skipped is not None:
+        return None, (
+            f"offsets {gone[0]}..{gone[1] - 1} were never replicated ({skipped}): the group's next records are on "
+            "the source only"
+        )
     if gone is not None:
         return None, (
             f"offsets {gone[0]}..{gone[1] - 1} were purged on the source before they were replicated (data loss): "

@@ -176,6 +176,9 @@ class MappingConfig:
     max_retries: int = -1
     # (minimum, maximum) event pollers in Lambda's provisioned mode; None: on-demand polling.
     provisioned_pollers: tuple[int, int] | None = None
+    # Where a new mapping reads a partition its group has no committed offset of (auto.offset.reset; Lambda's
+    # StartingPosition). Set at creation only, so no reason to update a mapping: left out of comparisons.
+    start_from: Literal["earliest", "latest"] = field(default="earliest", compare=False)
 
 
 # How Lambda words a change someone asked for (the API), as opposed to one Lambda made itself.

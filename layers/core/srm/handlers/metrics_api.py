@@ -5,7 +5,9 @@ Routes and validation are Powertools' event handler; its OpenAPI generation give
 ``/ui`` is the web view: the page in ``web/`` (beside this module) with its script, styles and the vendored chart
 library inlined.
 The queries are :mod:`srm.control.metrics`; remote querying (a gateway's merged flows, other deployments' flows
-answered by them) is :mod:`srm.control.remote`.
+answered by them) is :mod:`srm.control.remote`. ``/connectors/<name>/offsets`` is Kafka Connect's offsets API
+(KIP-875) for this deployment's flows, each a ``MirrorSourceConnector`` named ``<source>-><target>``
+(:mod:`srm.control.replication_offsets`); it is answered here only, never forwarded to a peer.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from typing import Annotated, Any, Literal, TypeVar
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
 from srm.app.metrics_api import MetricsApiWiring
 from srm.config.settings import SrmConfig
+from srm.control.edits import ControlError
 from srm.control.metrics import (
     BadRequestError,
     Deployment,
@@ -39,6 +42,15 @@ from srm.control.metrics import (
 )
 from srm.control.nodes import NodesView, nodes_status
 from srm.control.remote import FORWARDED_HEADER, PeerAnswer, PeerUnavailableError
+from srm.control.replication_offsets import ReplicationOffsets, ReplicationRunningError
+from srm.core.replication_offsets import (
+    ConnectOffsetsError,
+    Move,
+    MoveTo,
+    connect_offsets,
+    connector_flow,
+    parse_connect_offsets,
+)
 from srm.errors import SrmError
 
 __all__ = ["api", "lambda_handler", "openapi_json"]
@@ -53,6 +65,9 @@ ROUTES = (
     "/v2/partition-metrics/<source>/<target>/<upstreamTopic>/<partition>/<metric>",
     "/v2/nodes",
 )
+CONNECTOR_OFFSETS = "/connectors/<name>/offsets"  # Kafka Connect's offsets API (KIP-875)
+METHODS = {**dict.fromkeys(ROUTES, ("GET",)), CONNECTOR_OFFSETS: ("GET", "PATCH", "DELETE")}
+OFFSETS_TIMEOUT_S = 10.0  # API Gateway answers within 29 s; a move may ask the source several times
 TITLE = "serverless-srm metrics API"
 VERSION = "2"
 DESCRIPTION = (
@@ -85,7 +100,7 @@ def _errors(*codes: int) -> dict[int, OpenAPIResponse]:
 
 def _queries() -> MetricQueries:
     app = MetricsApiWiring.current()
-    return MetricQueries(app.config_store, app.state, app.metrics_table)
+    return MetricQueries(app.config_store, app.state, app.metrics_store)
 
 
 def _here() -> tuple[MetricsApiWiring, SrmConfig, Deployment]:
@@ -152,15 +167,31 @@ def _invalid(e: RequestValidationError) -> Response[str]:
     return _error(400, problems)
 
 
+@api.exception_handler(ReplicationRunningError)
+def _running(e: ReplicationRunningError) -> Response[str]:
+    return _error(400, str(e))  # what Connect answers for a connector that is not stopped
+
+
+@api.exception_handler(ConnectOffsetsError)
+def _bad_offsets(e: ConnectOffsetsError) -> Response[str]:
+    return _error(400, str(e))
+
+
+@api.exception_handler(ControlError)
+def _refused(e: ControlError) -> Response[str]:
+    return _error(404 if isinstance(e, LookupError) else 400, str(e))
+
+
 @api.not_found
 def _no_route(_: Exception) -> Response[str]:
     path, method = api.current_event.path, api.current_event.http_method
-    if method != "GET" and any(re.fullmatch(re.sub(r"<[^>]+>", "[^/]+", route), path) for route in ROUTES):
-        response = _error(405, f"{method} is not allowed on {path}; use GET")
-        response.headers["Allow"] = "GET"
-        return response
+    for route, allowed in METHODS.items():
+        if method not in allowed and re.fullmatch(re.sub(r"<[^>]+>", "[^/]+", route), path):
+            response = _error(405, f"{method} is not allowed on {path}; use {', '.join(allowed)}")
+            response.headers["Allow"] = ", ".join(allowed)
+            return response
     # a GET here has a route's shape but characters the router does not take in a path parameter
-    return _error(404, f"no such route: {path} (routes: {', '.join(ROUTES)})")
+    return _error(404, f"no such route: {path} (routes: {', '.join(METHODS)})")
 
 
 @api.get(
@@ -232,6 +263,112 @@ def partition_metrics(
     return _series(metric, source, target, upstreamTopic, partition, from_=from_, to=to, resolution=resolution)
 
 
+class ConnectPartition(BaseModel):
+    cluster: str  # the flow's source alias
+    topic: str
+    partition: int
+
+
+class ConnectOffset(BaseModel):
+    offset: int  # the last replicated record's offset, as MirrorMaker 2 stores it: the next one replicated is +1
+
+
+class ConnectPartitionOffset(BaseModel):
+    partition: ConnectPartition
+    offset: ConnectOffset | None  # null in a PATCH: the partition starts over where auto.offset.reset says
+
+
+class ConnectOffsets(BaseModel):
+    offsets: list[ConnectPartitionOffset]
+
+
+class MovedPartition(BaseModel):
+    topic: str
+    partition: int
+    old: int | None  # the next record replicated before (null: none committed)
+    new: int
+    skipped: int | None  # records never replicated because of the move
+    replayed: int  # records replicated again: duplicates on the target
+    note: str
+
+
+class OffsetsChanged(BaseModel):
+    message: str
+    partitions: list[MovedPartition]
+
+
+ConnectorName = Annotated[str, Path(description="`<source>-><target>`, or `MirrorSourceConnector` where one flow runs")]
+
+
+def _connector(name: str) -> ReplicationOffsets:
+    """The flow a connector name means, with its source positions (404 for an unknown name)."""
+    app = MetricsApiWiring.current()
+    config = app.config()
+    try:
+        flow = connector_flow(name, config.flows)
+    except LookupError as e:
+        raise NotFoundError(str(e)) from None
+    admin = app.kafka.admin(config, flow.source, flow)
+    return ReplicationOffsets(config, flow, admin, app.state, timeout=OFFSETS_TIMEOUT_S)
+
+
+def _changed(offsets: ReplicationOffsets, moves: list[Move], message: str) -> OffsetsChanged:
+    name = str(offsets.flow)
+    hint = f"stop it first: srm-control flows disable '{name}' (Connect's PUT /connectors/{name}/stop)"
+    reason = f"skipped through the offsets API (/connectors/{name}/offsets)"
+    offsets.apply(moves, reason=reason, running_hint=hint)
+    return OffsetsChanged(message=message, partitions=[MovedPartition(**m.to_dict()) for m in moves])
+
+
+_OFFSETS_ERRORS = {
+    400: "The flow is replicating (stop it first), a bad body, or a topic or partition the flow does not replicate",
+    404: "Unknown connector",
+    415: "A body that is not JSON",
+    503: "The source cluster or the state does not answer",
+}
+
+
+def _offsets_errors(*codes: int) -> dict[int, OpenAPIResponse]:
+    return {
+        c: {"description": _OFFSETS_ERRORS[c], "content": {"application/json": {"model": ErrorMessage}}} for c in codes
+    }
+
+
+@api.get(
+    CONNECTOR_OFFSETS,
+    summary="Where replication of each source partition of a flow stands, as Kafka Connect's offsets API shows a "
+    "MirrorSourceConnector's (partitions with a committed position)",
+    responses=_offsets_errors(404, 503),
+)
+def connector_offsets(name: ConnectorName) -> ConnectOffsets:
+    offsets = _connector(name)
+    return ConnectOffsets.model_validate(connect_offsets(offsets.flow.source, offsets.positions()))
+
+
+@api.patch(
+    CONNECTOR_OFFSETS,
+    summary="Move the positions of some source partitions (the flow must be stopped): Connect's alter offsets",
+    responses=_offsets_errors(400, 404, 415, 503),
+)
+def alter_connector_offsets(name: ConnectorName, body: Annotated[ConnectOffsets, Body()]) -> OffsetsChanged:
+    offsets = _connector(name)
+    wanted = parse_connect_offsets(offsets.flow.source, body.model_dump())
+    moves = offsets.plan_each(wanted)
+    return _changed(offsets, moves, "The offsets for this connector have been altered successfully")
+
+
+@api.delete(
+    CONNECTOR_OFFSETS,
+    summary="Start every source partition over where auto.offset.reset says (the flow must be stopped): Connect's "
+    "reset offsets",
+    responses=_offsets_errors(400, 404, 503),
+)
+def reset_connector_offsets(name: ConnectorName) -> OffsetsChanged:
+    offsets = _connector(name)
+    moves = offsets.plan(MoveTo(offsets.start_from))
+    return _changed(offsets, moves, "The offsets for this connector have been reset successfully")
+
+
 WEB = resources.files("srm.handlers") / "web"  # package data, not a package: every handler module is a function
 INLINE = re.compile(r"<!-- inline:(\S+) -->")
 
@@ -268,7 +405,25 @@ def ui() -> Response[str]:
 
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return api.resolve(event, context)
+    return _unsupported_body(event) or api.resolve(event, context)
+
+
+def _unsupported_body(event: dict[str, Any]) -> dict[str, Any] | None:
+    """415 for a request body that is not JSON (the only bodies the API takes, as Connect's): Powertools' validation
+    would otherwise fail on, say, a multipart body without its boundary."""
+    if not event.get("body"):
+        return None
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    kind = headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if kind == "application/json" or kind.endswith("+json"):
+        return None
+    body = json.dumps({"message": f"the body must be JSON (Content-Type: application/json), not {kind or 'none'}"})
+    return {
+        "statusCode": 415,
+        "multiValueHeaders": {"Content-Type": ["application/json"]},
+        "body": body,
+        "isBase64Encoded": False,
+    }
 
 
 def openapi_json() -> str:

@@ -65,6 +65,9 @@ def mirror_values(result: BatchResult) -> list[tuple[str, float, str | None]]:
         ("ReplicatorThroughput", result.bytes, None),
         ("DeadLetteredRecords", result.dead_lettered, None),
     ]
+    if result.filtered:  # only flows with transforms drop records
+        values.append(("FilteredRecords", sum(result.filtered.values()), None))
+        values += [("FilteredRecords", n, topic) for topic, n in result.filtered.items()]
     for topic, stats in result.topics.items():
         values += [
             ("ReplicatedRecords", stats.records, topic),

@@ -9,13 +9,15 @@ key                                                      value
 ``["runs", src, tgt, topic, p, upstream start]``         ``[downstream start, length]``
 ``["origin", src, tgt, topic, p]``                       ``{"o": first offset, "f": was the log start, "at", "tid"}``
 ``["next", src, tgt, topic, p]``                         offset past records skipped after the last run
-``["lost", src, tgt, topic, p, start]``                  ``{"e": end, "at"}``
+``["lost", src, tgt, topic, p, start]``                  ``{"e": end, "at"}``, and ``"r"``: why, when skipped
 ``["reset", src, tgt, topic, p, at]``                    ``{"e": replicated end, "r": why, "l": archive label}``
 ``["old", label, …the key of a reset partition's item]``  the item's value (a topic reset set it aside)
 ``["ckpt", src, tgt, group, topic, p]``                  ``{"u", "d", "rt", "m", "at"}`` and ``"nu", "nw", "nat"``
 ``["flow", src, tgt, fact]``                             the fact's value (one record per fact: one writer each)
 ``["topics", src, tgt, topic]``                          ``{"rt", "p", "cr", "at", "cf", "acl"}``
 ``["esm", src, tgt, topic]``                             ``{"id", "on", "bs", "bw", "at", "mp", "pr"}``
+``["config", scope]``                                    the configuration (:mod:`srm.kafka.config_store`)
+``["node", node id]``, ``["member", src, tgt, node id]``  the nodes (:mod:`srm.kafka.nodes`)
 =======================================================  =========================================================
 
 The attributes mean what the state table's do (:mod:`srm.aws.state`). A partition's records are written by the
@@ -33,9 +35,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from srm.config.nodes import state_topic
 from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import SrmConfig
 from srm.core.checkpoints import StoredCheckpoint, Untranslated
+from srm.core.continuity import LostRange
 from srm.core.offsets import Origin, Run, merge_runs
 from srm.kafka.clients import consumer_config, producer_config
 from srm.kafka.state_log import Key, StateLog
@@ -63,15 +67,16 @@ _TABLES = {
     "flow": 3,
     "topics": 3,
     "esm": 3,
+    # the other ports kept in this log
+    "config": 1,
+    "node": 1,
+    "member": 3,
+    "upgrade": 1,  # the mark of an upgrade from an older layout (srm.local.state_upgrade)
 }
+_NOT_REPLICATION_STATE = {"config", "node", "member", "upgrade"}
 
 
 _READ_SYNC_S = 2.0  # how long a read waits to catch up with the log before it answers from memory
-
-
-def state_topic(group_id: str) -> str:
-    """The compacted topic of an ``srm run`` cluster's state (``.internal``: never replicated)."""
-    return f"srm-state.{group_id}.internal"
 
 
 class _Table:
@@ -292,28 +297,39 @@ class KafkaState:
         found = self._get("next", source, target, topic, partition)
         return None if found is None else int(found)
 
-    def record_loss(self, source: str, target: str, topic: str, partition: int, start: int, end: int) -> int:
+    def record_loss(
+        self, source: str, target: str, topic: str, partition: int, start: int, end: int, reason: str = ""
+    ) -> int:
         owner = self._partition_owner(source, target, topic, partition)
         self.log.ensure(owner)
         key = ("lost", source, target, topic, partition, start)
         old = self._get(*key)
         if old is not None and old["e"] >= end:
             return 0
-        self.log.write([(key, {"e": end, "at": _now_ms()})], owner)
+        value: dict[str, Any] = {"e": end, "at": _now_ms()}
+        if reason:
+            value["r"] = reason
+        self.log.write([(key, value)], owner)
         return end - (old["e"] if old is not None else start)
 
     def losses(self, source: str, target: str) -> list[LossRecord]:
         self._fresh()
-        return [LossRecord(t, p, s, v["e"], v["at"]) for (t, p, s), v in self._items("lost", source, target)]
+        return [
+            LossRecord(t, p, s, v["e"], v["at"], v.get("r", "")) for (t, p, s), v in self._items("lost", source, target)
+        ]
 
-    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]:
+    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[LostRange]:
         self._fresh(self._partition_owner(source, target, topic, partition))
-        return [(s, v["e"]) for (t, p, s), v in self._items("lost", source, target) if (t, p) == (topic, partition)]
+        return [
+            LossRecord(t, p, s, v["e"], 0, v.get("r", "")).range
+            for (t, p, s), v in self._items("lost", source, target)
+            if (t, p) == (topic, partition)
+        ]
 
-    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[tuple[int, int]]]:
-        found: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[LostRange]]:
+        found: dict[tuple[str, int], list[LostRange]] = {}
         for r in self.losses(source, target):
-            found.setdefault((r.topic, r.partition), []).append((r.start, r.end))
+            found.setdefault((r.topic, r.partition), []).append(r.range)
         return found
 
     def archive_partition(self, source: str, target: str, topic: str, partition: int, label: str) -> None:
@@ -464,16 +480,23 @@ class KafkaState:
     def delete_event_source_mapping(self, source: str, target: str, topic: str) -> None:
         self.log.write([(("esm", source, target, topic), None)], self._leader(source, target))
 
-    # -- moving state in -----------------------------------------------------------------------------------------------
-    def import_records(self, records: Sequence[tuple[Key, Any]]) -> None:
-        """Write records as they are (an upgrade from an older layout), in chunks of the plain producer."""
-        for i in range(0, len(records), 500):
-            self.log.write(records[i : i + 500])
-
     def is_empty(self) -> bool:
+        """Whether the log holds no replication state (the configuration and the nodes aside)."""
         self.log.sync()
         with self.log.lock:
-            return not any(t.items for t in self._tables.values())
+            return not any(t.items for k, t in self._tables.items() if k[0] not in _NOT_REPLICATION_STATE)
+
+    # -- the records of the ports kept beside the state (srm.kafka.config_store, srm.kafka.nodes) ------------------
+    def items(self, *prefix: Any) -> list[tuple[Any, Any]]:
+        """A table's items in key order."""
+        return self._items(*prefix)
+
+    def get(self, *key: Any) -> Any:
+        return self._get(*key)
+
+    def catch_up(self) -> None:
+        """Read everything written before this was asked, or answer from memory while the log cannot be read."""
+        self._fresh()
 
 
 def _now_ms() -> int:

@@ -1,6 +1,7 @@
 """The local runtime's metrics aggregation: ``python -m srm.local.aggregator``, a process of its own started by
 ``srm run`` (unless ``--no-metrics``), running the Glue job's work (:func:`srm.metrics.runner.run_once`) every
-``metrics.aggregation.interval.seconds`` over the raw files the workers write, into the store's metrics table.
+``metrics.aggregation.interval.seconds`` over the raw files the workers write, into the aggregated metrics (the
+topic beside the state, or with ``srm run --endpoint-url`` the metrics table: :mod:`srm.app.stores`).
 
 With the state in Kafka, the workers of every node send their raw records to one topic (``SRM_METRICS_TOPIC`` on
 ``SRM_STORE_CLUSTER``), and the aggregation runs on one node: every node's aggregator is a member of the group
@@ -13,7 +14,7 @@ a third of the CPU). It is bounded: ``local[1]`` (one core of the
 machine's, the workers keep the rest), driver memory ``SRM_SPARK_DRIVER_MEMORY`` (default 512m: a minute of raw
 files of a busy local flow is a few MB; the job reads files whole, so a file must fit — FileSink caps them at
 16 MiB), no UI. Environment: ``SRM_METRICS_DIR`` (raw files under ``raw/``, the manifest beside them),
-``SRM_METRICS_TABLE``, ``SRM_METRICS_INTERVAL_SECONDS``, ``AWS_ENDPOINT_URL`` (the local store).
+``SRM_METRICS_INTERVAL_SECONDS``, and where the stores are (:mod:`srm.app.environment`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import boto3
-
-from srm.aws.metrics_table import MetricsTable, create_metrics_table
+from srm.app.environment import Environment
+from srm.app.stores import Stores
+from srm.aws.secrets import secrets_manager_resolver
 from srm.local.kafka import install_root
+from srm.metrics.model.store import MetricsStore
 
 __all__ = ["aggregate_once", "archive_classes", "class_archive", "main", "spark_session"]
 
@@ -79,19 +81,7 @@ def spark_session(
     return session
 
 
-def metrics_table(table: str, endpoint_url: str | None, region: str = "us-east-1") -> MetricsTable:
-    client = boto3.client(
-        "dynamodb",
-        region_name=region,
-        endpoint_url=endpoint_url,
-        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "local"),
-        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
-    )
-    create_metrics_table(client, table)
-    return MetricsTable(client, table)
-
-
-def aggregate_once(spark: Any, metrics_dir: Path, table: MetricsTable) -> Any:
+def aggregate_once(spark: Any, metrics_dir: Path, table: MetricsStore) -> Any:
     """One incremental run over ``<metrics_dir>/raw`` (see :mod:`srm.metrics.runner`)."""
     from srm.metrics.runner import LocalRawStore, run_once
 
@@ -144,12 +134,14 @@ def main() -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     metrics_dir = Path(os.environ["SRM_METRICS_DIR"])
     interval = float(os.environ.get("SRM_METRICS_INTERVAL_SECONDS", "60"))
-    table = metrics_table(os.environ.get("SRM_METRICS_TABLE", "srm-metrics"), os.environ.get("AWS_ENDPOINT_URL"))
+    env = Environment.from_env()
+    stores = Stores(env, secrets_manager_resolver(env.region, env.secrets_cache_seconds))
+    table = stores.metrics
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    topic, alias = os.environ.get("SRM_METRICS_TOPIC"), os.environ.get("SRM_STORE_CLUSTER")
-    elected = _Elected(topic, alias, metrics_dir) if topic and alias else None
+    topic, alias = env.metrics_topic, env.store_cluster
+    elected = _Elected(stores, topic, alias, metrics_dir) if topic and alias else None
     spark = None
     try:
         while not stop.wait(interval):
@@ -168,19 +160,18 @@ def main() -> int:
             elected.close()
         if spark is not None:
             spark.stop()
+        stores.close()
     return 0
 
 
 class _Elected:
     """The aggregation of an srm run cluster: only while this node leads it, over the raw records of all nodes."""
 
-    def __init__(self, topic: str, alias: str, metrics_dir: Path) -> None:
-        from srm.aws.config_table import ConfigStore
+    def __init__(self, stores: Stores, topic: str, alias: str, metrics_dir: Path) -> None:
         from srm.kafka.clients import consumer_config
         from srm.local.leadership import Leadership
 
-        client = metrics_table("unused", os.environ.get("AWS_ENDPOINT_URL"))._db
-        config = ConfigStore(client, os.environ.get("SRM_CONFIG_TABLE", "srm-config"), cache_seconds=0).load()
+        config = stores.config.load(fresh=True)
         nodes = config.nodes()
         self.consumer = consumer_config(config, alias, None, group_id="srm-metrics-download")
         self.topic = topic

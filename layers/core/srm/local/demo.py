@@ -389,14 +389,14 @@ def _metrics_report(runtime: LocalRuntime, since_ms: int, counted: dict[str, int
     """One aggregation of the raw metrics the functions wrote, then per topic from the metrics API (as ``srm
     metrics`` and the web view read it): records (checked against ``counted``), throughput, latency p50/p99 and the
     lag at the end."""
-    from srm.local.aggregator import aggregate_once, metrics_table, spark_session
+    from srm.local.aggregator import aggregate_once, spark_session
 
     t0 = time.monotonic()
     _download_raw_metrics(runtime)
     spark = spark_session()
     try:
-        table = metrics_table(runtime.options.metrics_table, runtime.endpoint_url)
-        report = aggregate_once(spark, runtime.metrics_dir, table)
+        with runtime.metrics_store() as table:
+            report = aggregate_once(spark, runtime.metrics_dir, table)
     finally:
         spark.stop()
     url = api_url(runtime.options.state_dir)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, cast
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from srm.core.events import DecodedEventBuilder, EventBuilder
 from srm.local.context import LocalContext
@@ -440,8 +440,11 @@ class EmulatedMapping:
         assignment = consumer.assignment()
         if not assignment:
             return  # assigned later: fetching starts from the committed offsets anyway
+        # a partition with no committed offset starts where the consumer's auto.offset.reset says, as it did at first
+        reset = str(self._consumer_config.get("auto.offset.reset", "earliest")).lower()
+        start = OFFSET_END if reset in ("latest", "largest", "end") else OFFSET_BEGINNING
         for tp in consumer.committed(assignment, timeout=WATERMARK_TIMEOUT_S):
-            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else start))
 
     def _observe_assignment(self, consumer: Consumer) -> None:
         """Note which partitions are assigned, and since when some are not (local calls, plus a metadata request

@@ -7,7 +7,10 @@ nodes cannot share an id: the second refuses to start, naming the first (:meth:`
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
+import json
 import logging
 import os
 import re
@@ -21,20 +24,22 @@ from pathlib import Path
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from srm.aws.nodes import NodeRecord, Nodes
-from srm.config.nodes import NODES_STORE_CLUSTER
+from srm.config.nodes import NODES_STORE_CLUSTER, legacy_store_topic
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError, PermanentError
 from srm.kafka.admin import ensure_topic, list_topics
 from srm.kafka.clients import admin_config, build, consumer_config, producer_config
-from srm.kafka.state import state_topic
+from srm.kafka.metrics_store import metrics_store_topic
 from srm.local.store import KafkaStoreSpec
 from srm.state import StateError
+from srm.state.nodes import MemberRecord, NodeRecord, Nodes
 
 __all__ = [
+    "NodeFiles",
     "NodeIdInUseError",
     "NodePresence",
+    "Noted",
     "check_node_id",
     "default_node_id",
     "ensure_store_topics",
@@ -74,11 +79,11 @@ def check_node_id(node_id: str) -> str:
 
 
 def locate_store(
-    topic: str, aliases: Iterable[str], topics_of: Callable[[str], Iterable[str]]
+    topic: str, aliases: Iterable[str], topics_of: Callable[[str], Iterable[str]], *, legacy: str | None = None
 ) -> tuple[str | None, list[str]]:
-    """The cluster holding ``topic`` (None: none does), and the clusters that answered. A cluster that does not
-    answer is passed over; the topic on two clusters is an error (two states: which one is meant cannot be
-    guessed)."""
+    """The cluster holding ``topic`` (or, of an older layout, ``legacy``; None: none does), and the clusters that
+    answered. A cluster that does not answer is passed over; the state on two clusters is an error (two states: which
+    one is meant cannot be guessed)."""
     found, answered = [], []
     for alias in aliases:
         try:
@@ -87,7 +92,7 @@ def locate_store(
             log.debug("cannot look for the state (%s) on cluster %s: %s", topic, alias, e)
             continue
         answered.append(alias)
-        if topic in names:
+        if topic in names or (legacy is not None and legacy in names):
             found.append(alias)
     if len(found) > 1:
         raise ConfigError(
@@ -133,7 +138,7 @@ def kafka_store_spec(
     alias = nodes.store_cluster or (known if known in config.clusters else None)
     if alias is None:
         candidates = [default, *sorted({a for f in flows for a in f} - {default})]
-        found, answered = locate_store(topic, candidates, topics)
+        found, answered = locate_store(topic, candidates, topics, legacy=legacy_store_topic(nodes.group_id))
         alias = found or (default if default in answered or not answered else answered[0])
         if found is None and alias != default:
             log.warning(
@@ -150,22 +155,23 @@ def kafka_store_spec(
         raise ConfigError(f"no state of {nodes.group_id} on cluster {alias} ({topic}): has srm run run there?")
     return KafkaStoreSpec(
         alias,
-        topic,
-        consumer_config(config, alias, None, group_id="srm-store", resolver=resolver),
+        consumer_config(config, alias, None, group_id="srm-state", resolver=resolver),
         producer_config(config, alias, None, delivery_timeout_ms=30_000, resolver=resolver),
+        topic,
         metrics_topic(nodes.group_id) if metrics else None,
+        metrics_store_topic(nodes.group_id),
     )
 
 
 def ensure_store_topics(
     config: SrmConfig, alias: str, admin: Callable[[str], AdminClient], *, metrics: bool, warn: bool = True
 ) -> bool:
-    """Create the state's topic (and the raw metrics') on ``alias`` if missing; False (warned, with ``warn``) when the
-    cluster does not answer now."""
+    """Create the state's topic and the aggregated metrics' (and the raw metrics') on ``alias`` if missing; False
+    (warned, with ``warn``) when the cluster does not answer now."""
     nodes = config.nodes()
     flows = config.enabled_flows() or list(config.flows)
     rf = config.settings(*flows[0]).checkpoints_topic_replication_factor if flows else 3
-    topics = {nodes.topic: _STORE_TOPIC_CONFIGS, state_topic(nodes.group_id): _STORE_TOPIC_CONFIGS}
+    topics = {nodes.topic: _STORE_TOPIC_CONFIGS, metrics_store_topic(nodes.group_id): _STORE_TOPIC_CONFIGS}
     if metrics:
         topics[metrics_topic(nodes.group_id)] = _METRICS_TOPIC_CONFIGS
     level = logging.WARNING if warn else logging.DEBUG
@@ -234,6 +240,75 @@ class NodePresence:
             self.nodes.delete_node(self.record.node_id)
         except StateError as e:
             log.warning("node %s: its item stays until it expires: %s", self.record.node_id, e)
+
+
+class NodeFiles:
+    """This node's own records, also kept as files in its state directory (``nodes/``): what ``srm-control --local
+    status`` shows of the node while the cluster holding the shared state does not answer (a target region down,
+    say). A file is replaced whole (written aside, then renamed): a reader never sees half of one."""
+
+    def __init__(self, directory: Path, group: str) -> None:
+        self.directory = directory
+        self.group = group
+
+    def _write(self, name: str, record: NodeRecord | MemberRecord) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        partial = self.directory / f".{name}.partial"
+        partial.write_text(json.dumps(dataclasses.asdict(record)))
+        partial.replace(self.directory / name)
+
+    def _read(self, pattern: str) -> list[dict[str, object]]:
+        found = []
+        for path in sorted(self.directory.glob(pattern)):
+            with contextlib.suppress(OSError, ValueError):
+                found.append(json.loads(path.read_text()))
+        return found
+
+    def put_node(self, node: NodeRecord) -> None:
+        self._write(f"node.{node.node_id}.json", node)
+
+    def nodes(self, *, consistent: bool = False) -> dict[str, NodeRecord]:
+        return {r["node_id"]: NodeRecord(**r) for r in self._read("node.*.json")}  # type: ignore[arg-type, misc]
+
+    def delete_node(self, node_id: str) -> None:
+        (self.directory / f"node.{node_id}.json").unlink(missing_ok=True)
+
+    def put_member(self, member: MemberRecord) -> None:
+        self._write(f"member.{member.source}->{member.target}.{member.node_id}.json", member)
+
+    def members(self, source: str, target: str) -> dict[str, MemberRecord]:
+        found = {}
+        for r in self._read(f"member.{source}->{target}.*.json"):
+            parts = {t: tuple(p) for t, p in r.pop("partitions").items()}  # type: ignore[attr-defined]
+            found[str(r["node_id"])] = MemberRecord(**r, partitions=parts)  # type: ignore[arg-type]
+        return found
+
+
+class Noted:
+    """The shared records (``shared``), each of this node's writes noted in its files (``files``) first."""
+
+    def __init__(self, shared: Nodes, files: NodeFiles) -> None:
+        self.shared = shared
+        self.files = files
+        self.group = shared.group
+
+    def put_node(self, node: NodeRecord) -> None:
+        self.files.put_node(node)
+        self.shared.put_node(node)
+
+    def nodes(self, *, consistent: bool = False) -> dict[str, NodeRecord]:
+        return self.shared.nodes(consistent=consistent)
+
+    def delete_node(self, node_id: str) -> None:
+        self.files.delete_node(node_id)
+        self.shared.delete_node(node_id)
+
+    def put_member(self, member: MemberRecord) -> None:
+        self.files.put_member(member)
+        self.shared.put_member(member)
+
+    def members(self, source: str, target: str) -> dict[str, MemberRecord]:
+        return self.shared.members(source, target)
 
 
 def _now_ms() -> int:

@@ -1,17 +1,18 @@
 """``srm run``: the local runtime's supervisor, one node of an ``srm run`` cluster.
 
-It validates the configuration, starts the store (:mod:`srm.local.store`: by default the tables the cluster's nodes
-share in a compacted topic, unless an endpoint is given), claims the node's id there (:mod:`srm.local.nodes`),
-loads the configuration into the config table, and keeps one worker process per enabled flow — started and stopped
-as flows are enabled and disabled in the table (``srm-control``), restarted if one dies. The workers of a flow on
+It validates the configuration, opens the state the cluster's nodes share (:mod:`srm.local.store`: by default a
+compacted topic on one of the clusters, else the DynamoDB of ``--endpoint-url``), claims the node's id there
+(:mod:`srm.local.nodes`), stores the configuration there, and keeps one worker process per enabled flow — started
+and stopped as flows are enabled and disabled in it (``srm-control``), restarted if one dies. The workers of a flow on
 every node share its partitions through Kafka's group protocol and elect one leader for its scheduled functions
 (:mod:`srm.local.worker`). SIGINT/SIGTERM stop everything within seconds; it resumes from the source offsets
-committed so far, with the offset runs and checkpoints the store kept.
+committed so far, with the offset runs and checkpoints the state kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -23,42 +24,48 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-import boto3
-from botocore.exceptions import EndpointConnectionError
-
-from srm.aws.config_table import ConfigStore, create_config_table
-from srm.aws.metrics_table import create_metrics_table
-from srm.aws.nodes import Nodes
-from srm.aws.state import create_state_table
+from srm.aws.config_table import DynamoDBConfig
+from srm.aws.nodes import DynamoDBNodes
+from srm.config.nodes import legacy_store_topic
 from srm.config.parsing import Properties
+from srm.config.scopes import split_scopes
 from srm.config.secrets import default_secret_resolver, is_plain_secret
 from srm.config.settings import SrmConfig
+from srm.config.store import ConfigConflictError, ConfigStore
 from srm.control.check import ClusterAnswer, answered_topics, check_distinct, probe_clusters
 from srm.errors import PermanentError
 from srm.flow import Flow
-from srm.kafka.admin import KafkaAccessError
+from srm.kafka.admin import KafkaAccessError, list_topics
 from srm.kafka.clients import admin_config, build
-from srm.kafka.state import KafkaState, state_topic
+from srm.kafka.config_store import KafkaConfig
+from srm.kafka.metrics_store import KafkaMetrics
+from srm.kafka.nodes import KafkaNodes
+from srm.kafka.state import KafkaState
 from srm.local.nodes import (
+    NodeFiles,
     NodePresence,
+    Noted,
     check_node_id,
     default_node_id,
     ensure_store_topics,
     kafka_store_spec,
-    metrics_topic,
 )
-from srm.local.state_upgrade import upgrade_state
+from srm.local.state_upgrade import read_legacy_store, upgrade_store
 from srm.local.store import (
     STATE_DIR,
     KafkaStoreSpec,
-    LocalStore,
     StoreError,
     check_state_dir,
     free_port,
     known_store_cluster,
+    lock_state_dir,
+    note_store_cluster,
 )
+from srm.metrics.model.store import MetricsStore
+from srm.state import StateError
+from srm.state.nodes import Nodes
 
 __all__ = ["FENCED_EXIT", "LocalRuntime", "NodeFencedError", "RuntimeOptions"]
 
@@ -82,7 +89,6 @@ class NodeFencedError(PermanentError, RuntimeError):
 @dataclass
 class RuntimeOptions:
     endpoint_url: str | None = None
-    store_port: int = 0
     node_id: str | None = None  # default: derived from the host and the run directory
     config_table: str = "srm-config"
     state_table: str = "srm-state"
@@ -116,7 +122,9 @@ class LocalRuntime:
         self.options = options or RuntimeOptions()
         clean, self._secret_env = _secrets_to_env(config.properties)
         self.config = SrmConfig.from_properties(clean)
-        self._store: LocalStore | None = None
+        self._store: KafkaStoreSpec | None = None  # where the shared state is (None: --endpoint-url's DynamoDB)
+        self._state: KafkaState | None = None  # this process's reader of it
+        self._lock: IO[str] | None = None  # the state directory's, held while running
         self.endpoint_url = self.options.endpoint_url
         # a flow's worker processes by (flow, index): index 0 is the node's own member, the others its siblings
         self._workers: dict[tuple[Flow, int], subprocess.Popen[bytes]] = {}
@@ -132,13 +140,12 @@ class LocalRuntime:
         self.nodes = self.config.nodes()
         self.presence: NodePresence | None = None
         self.fenced: str | None = None  # set when a worker was fenced: the node stops
-        self._store_alias: str | None = None  # the cluster holding the shared state (the kafka store)
         self._answers: dict[str, ClusterAnswer] = {}  # the clusters as the start found them
         self._lifecycle = threading.Lock()  # start() (in its thread) makes what stop() undoes: one at a time
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self, stop: threading.Event | None = None) -> None:
-        """Start the store, claim the node's id, load the config and start the workers; waits (until ``stop``)
+        """Open the state, claim the node's id, load the config and start the workers; waits (until ``stop``)
         while the cluster holding the shared state does not answer. Raises :class:`_Stopped` once ``stop`` is set,
         at the next step: :func:`run` runs it in a thread of its own, so that no step delays a stop."""
         stop = stop or threading.Event()
@@ -146,12 +153,60 @@ class LocalRuntime:
             check_state_dir(self.options.state_dir)  # before anything is asked or created
         self._check_clusters()
         if self.endpoint_url is None:
-            kafka = self._kafka_store()
             with self._unless(stop):
-                self._store = LocalStore(kafka, self.options.store_port, self.options.state_dir)
-                self.endpoint_url = self._store.start()
+                self._lock = lock_state_dir(self.options.state_dir)
+            spec = self._kafka_store()
             self._note_config_path()
-            self._wait_for_state(kafka, stop)
+            state = self._open_state(spec, stop)
+            note_store_cluster(spec.alias, spec.state_topic, self.options.state_dir)
+            self._upgrade(spec, state)
+            config_store: ConfigStore = KafkaConfig(state, cache_seconds=0)
+            nodes: Nodes = KafkaNodes(state, self.nodes.group_id)
+            where = f"topic {spec.state_topic} on cluster {spec.alias}"
+        else:
+            dynamodb = self._dynamodb()
+            config_store = DynamoDBConfig(dynamodb, self.options.config_table, cache_seconds=0)
+            nodes = DynamoDBNodes(dynamodb, self.options.state_table, self.nodes.group_id)
+            where = f"{self.endpoint_url} (table {self.options.config_table})"
+        with self._unless(stop):
+            files = NodeFiles(self.options.state_dir / "nodes", self.nodes.group_id)
+            self.presence = NodePresence(Noted(nodes, files), self.node_id, self.options.state_dir.resolve().parent)
+            self.presence.claim()
+        log.info("node %s of cluster %s", self.node_id, self.nodes.group_id)
+        self.config_store = config_store
+        self._load_config()
+        log.info("config loaded into %s", where)
+        with self._unless(stop):  # the processes: none is started once stop() has run
+            if self.options.metrics and self.options.aggregation:
+                self._start_aggregator()
+            if self.options.api_port is not None:
+                self.api_port = self.options.api_port or free_port()  # kept across restarts of the API process
+                self._start_api()
+            self.reconcile()
+
+    @contextlib.contextmanager
+    def metrics_store(self) -> Iterator[MetricsStore]:
+        """The aggregated metrics, for an aggregation run here (the demo's)."""
+        if self._store is None:
+            from srm.aws.metrics_table import MetricsTable
+
+            yield MetricsTable(self._dynamodb(), self.options.metrics_table)
+            return
+        store = KafkaMetrics(self._store.metrics_store_topic or "", self._store.consumer, self._store.producer)
+        try:
+            yield store
+        finally:
+            store.stop()
+
+    def _dynamodb(self) -> Any:
+        """The DynamoDB of ``--endpoint-url``, its tables created if missing."""
+        import boto3
+        from botocore.exceptions import EndpointConnectionError
+
+        from srm.aws.config_table import create_config_table
+        from srm.aws.metrics_table import create_metrics_table
+        from srm.aws.state import create_state_table
+
         dynamodb = boto3.client(
             "dynamodb",
             region_name=self.options.region,
@@ -161,30 +216,24 @@ class LocalRuntime:
         )
         try:
             create_config_table(dynamodb, self.options.config_table)
-        except EndpointConnectionError as e:  # --endpoint-url given: a DynamoDB that is not (yet) running there
+        except EndpointConnectionError as e:  # a DynamoDB that is not (yet) running there
             raise StoreError(f"--endpoint-url {self.endpoint_url}: no DynamoDB answers there ({e})") from None
         create_state_table(dynamodb, self.options.state_table)
-        if self._store_alias is not None:
-            upgrade_state(dynamodb, self.options.state_table, self._open_state)
         create_metrics_table(dynamodb, self.options.metrics_table)  # the API reads it, with or without metrics
-        with self._unless(stop):
-            self.presence = NodePresence(
-                Nodes(dynamodb, self.options.state_table, self.nodes.group_id),
-                self.node_id,
-                self.options.state_dir.resolve().parent,
-            )
-            self.presence.claim()
-        log.info("node %s of cluster %s", self.node_id, self.nodes.group_id)
-        self.config_store = ConfigStore(dynamodb, self.options.config_table, cache_seconds=0)
-        self.config_store.replace_all(self.config, author="srm run")
-        log.info("store at %s; config loaded into %s", self.endpoint_url, self.options.config_table)
-        with self._unless(stop):  # the processes: none is started once stop() has run
-            if self.options.metrics and self.options.aggregation:
-                self._start_aggregator()
-            if self.options.api_port is not None:
-                self.api_port = self.options.api_port or free_port()  # kept across restarts of the API process
-                self._start_api()
-            self.reconcile()
+        return dynamodb
+
+    def _load_config(self) -> None:
+        """Make the stored configuration this node's file; nodes starting together may race: the one that lost reads
+        what the other wrote and tries again."""
+        assert self.config_store is not None
+        for attempt in range(5):
+            try:
+                self.config_store.replace_all(self.config, author="srm run")
+                return
+            except ConfigConflictError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     @contextlib.contextmanager
     def _unless(self, stop: threading.Event) -> Iterator[None]:
@@ -200,38 +249,42 @@ class LocalRuntime:
         return self.options.state_dir.resolve() / "metrics"
 
     def _kafka_store(self) -> KafkaStoreSpec:
-        """The cluster and topic of the shared state, the topic created if missing (with the raw metrics' topic)."""
-        known = known_store_cluster(self.nodes.topic, self.options.state_dir)
+        """The cluster and topics of the shared state, the topics created if missing (and if it answers)."""
+        known = known_store_cluster(self.nodes.group_id, self.options.state_dir)
         topics_of = answered_topics(self.config, self._answers, _PROBE_S)  # where the state is: asked at the start
         spec = kafka_store_spec(
             self.config, self._resolve_secret, metrics=self.options.metrics, known=known, topics_of=topics_of
         )
-        self._store_alias = spec.alias
+        self._store = spec
         return spec
 
     def _note_config_path(self) -> None:
         """Where this run's config file is, for ``srm-control --local`` in this directory: it reaches the state
-        with the file's settings (the config table holds literal secrets only as references to the environment)."""
+        with the file's settings (the stored configuration holds literal secrets only as references to the
+        environment)."""
         source = Path(self.config.properties.source)  # a file, or a folder of connector definitions
         if source.exists():
             (self.options.state_dir / "config.path").write_text(f"{source.resolve()}\n")
 
-    def _open_state(self) -> KafkaState:
-        assert self._store_alias is not None
-        topic = state_topic(self.nodes.group_id)
-        return KafkaState.on_cluster(self.config, self._store_alias, topic, self._resolve_secret).start()
-
-    def _wait_for_state(self, spec: KafkaStoreSpec, stop: threading.Event) -> None:
-        """Wait until the state was read, saying why it is not ever less often (:data:`_WARN_AGAIN_S`); its topics
-        are created meanwhile (every few seconds, said only with the warning) if they could not be."""
-        assert self._store is not None
+    def _open_state(self, spec: KafkaStoreSpec, stop: threading.Event) -> KafkaState:
+        """The state, once read; while it cannot be, says why ever less often (:data:`_WARN_AGAIN_S`) and creates
+        its topics (every few seconds, said only with the warning) if they could not be."""
         started = time.monotonic()
         interval, cap = _WARN_AGAIN_S
-        warn_at = retry_at = started + interval
+        warn_at = started + interval
         created = False
-        while not self._store.wait_ready(0.5):
+        while True:
             if stop.is_set():
                 raise _Stopped()
+            state = KafkaState(spec.state_topic, spec.consumer, spec.producer)
+            try:
+                with self._unless(stop):
+                    self._state = state
+                state.start()
+                break
+            except StateError as e:
+                state.stop()
+                problem = str(e)
             now = time.monotonic()
             warn = now >= warn_at
             if warn:
@@ -242,23 +295,37 @@ class LocalRuntime:
                     spec.alias,
                     self.config.bootstrap_servers(spec.alias),
                     now - started,
-                    self._store.problem(),
+                    problem,
                 )
                 interval = min(cap, interval * 2)
                 warn_at = now + interval
-            if not created and (warn or now >= retry_at):
+            if not created:
                 created = ensure_store_topics(
                     self.config, spec.alias, self._admin, metrics=self.options.metrics, warn=warn
                 )
-                retry_at = time.monotonic() + _RETRY_S
-        tables = len(self._store.tables_read())
+            stop.wait(min(_RETRY_S, max(0.5, warn_at - time.monotonic())))
         log.info(
-            "state of %s on cluster %s (topic %s): %d table(s) read in %.1fs",
+            "state of %s on cluster %s (topic %s) read in %.1fs",
             self.nodes.group_id,
             spec.alias,
-            spec.topic,
-            tables,
+            spec.state_topic,
             time.monotonic() - started,
+        )
+        return state
+
+    def _upgrade(self, spec: KafkaStoreSpec, state: KafkaState) -> None:
+        """Carry over the state of the layout before the state topic, if its topic is there (once)."""
+        legacy = legacy_store_topic(self.nodes.group_id)
+        if state.get("upgrade", "store") is not None or legacy not in list_topics(self._admin(spec.alias)):
+            return
+        assert spec.metrics_store_topic is not None
+        upgrade_store(
+            state,
+            legacy,
+            lambda: read_legacy_store(spec.consumer, legacy),
+            lambda: KafkaMetrics(spec.metrics_store_topic or "", spec.consumer, spec.producer).start(),
+            state_table=self.options.state_table,
+            metrics_table=self.options.metrics_table,
         )
 
     def _admin(self, alias: str) -> Any:
@@ -273,10 +340,9 @@ class LocalRuntime:
             "SRM_METRICS_DIR": str(self.metrics_dir),
             "SRM_METRICS_TABLE": self.options.metrics_table,
             "SRM_METRICS_INTERVAL_SECONDS": str(self.config.metrics_aggregation_interval_seconds()),
-            "AWS_ENDPOINT_URL": self.endpoint_url or "",
-            "AWS_DEFAULT_REGION": self.options.region,
         }
-        log.info("metrics: raw records under %s, aggregated into %s", self.metrics_dir, self.options.metrics_table)
+        where = self._store.metrics_store_topic if self._store else self.options.metrics_table
+        log.info("metrics: raw records under %s, aggregated into %s", self.metrics_dir, where)
         self._aggregator = subprocess.Popen(
             [sys.executable, "-m", "srm.local.aggregator"], env=env, stdin=subprocess.DEVNULL
         )
@@ -401,7 +467,6 @@ class LocalRuntime:
             "SRM_CONFIG_TABLE": o.config_table,
             "SRM_STATE_TABLE": o.state_table,
             "SRM_CONFIG_CACHE_SECONDS": str(o.config_cache_seconds),
-            "AWS_ENDPOINT_URL": self.endpoint_url or "",
             "AWS_DEFAULT_REGION": o.region,
             "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "local"),
             "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
@@ -411,13 +476,28 @@ class LocalRuntime:
             **({"SRM_API_URL": f"http://127.0.0.1:{self.api_port}"} if self.api_port else {}),
             "SRM_DEPLOYMENT_NAME": f"{socket.gethostname()}:{o.state_dir.resolve().parent}",
             **({"SRM_METRICS_DIR": str(self.metrics_dir)} if o.metrics else {}),
-            **({"SRM_STORE_CLUSTER": self._store_alias} if self._store_alias else {}),
-            **({"SRM_STATE_TOPIC": state_topic(self.nodes.group_id)} if self._store_alias else {}),
-            **({"SRM_METRICS_TOPIC": metrics_topic(self.nodes.group_id)} if o.metrics and self._store_alias else {}),
+            **self._store_env(),
             "SRM_DEAD_LETTER_DIR": str(o.state_dir.resolve() / "dead-letters"),
+            "SRM_LOCAL_STATE_DIR": str(o.state_dir.resolve()),
             "SRM_NODE_ID": self.node_id,
             **self._secret_env,
             **o.extra_env,
+        }
+
+    def _store_env(self) -> dict[str, str]:
+        """Where the processes find the shared state: the store cluster's topics, or ``--endpoint-url``."""
+        store = self._store
+        if store is None:
+            return {"AWS_ENDPOINT_URL": self.endpoint_url or ""}
+        scopes = split_scopes(self.config.properties, self.config.clusters)
+        own = scopes.get(f"cluster#{store.alias}", {})
+        properties = {**scopes.get("global", {}), **{f"{store.alias}.{k}": v for k, v in own.items()}}
+        return {
+            "SRM_STORE_CLUSTER": store.alias,
+            "SRM_STORE_PROPERTIES": json.dumps(properties, sort_keys=True),
+            "SRM_STATE_TOPIC": store.state_topic,
+            **({"SRM_METRICS_TOPIC": store.metrics_topic} if store.metrics_topic else {}),
+            **({"SRM_METRICS_STORE_TOPIC": store.metrics_store_topic} if store.metrics_store_topic else {}),
         }
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -443,9 +523,12 @@ class LocalRuntime:
         if self.presence is not None:
             self.presence.leave()
             self.presence = None
-        if self._store is not None:
-            self._store.stop()
-            self._store = None
+        if self._state is not None:
+            self._state.stop()
+            self._state = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     @staticmethod
     def _terminate(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:

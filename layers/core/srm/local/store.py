@@ -1,11 +1,11 @@
-"""The local DynamoDB of ``srm run``, shared by its worker processes and by ``srm-control --local`` (the URL is
-written to ``.srm-local/store.url``).
+"""Where ``srm run`` keeps what it shares: the state directory (``.srm-local``) and the cluster holding the state.
 
-The tables live in a compacted topic on one of the configuration's clusters (:mod:`srm.local.tables`), served by
-this process on 127.0.0.1 only. Every node of an ``srm run`` cluster reads and writes the same tables, and they
-survive any node, a restart, and a crash of a node's whole process group (SIGKILL): a write is acknowledged once the
-cluster's in-sync replicas have it. Any other DynamoDB (LocalStack, a DynamoDB Local run by the user) is reached with
-``srm run --endpoint-url`` instead: no store is started then.
+The state, the configuration and the nodes of an ``srm run`` cluster live in its state topic, the aggregated metrics
+in a topic beside it, on one of the configuration's clusters (:mod:`srm.local.nodes` finds it); every process reads
+and writes them there itself (:mod:`srm.app.stores`). The directory notes which cluster that is
+(``store.cluster``) and which configuration the node runs (``config.path``), so that ``srm-control --local`` reaches
+the same state, running or not. Any DynamoDB (LocalStack, a DynamoDB Local run by the user) is used instead with
+``srm run --endpoint-url``.
 
 One ``srm run`` per state directory: a second one is refused (a lock file). A directory holding the tables of
 DynamoDB Local, which older versions ran (``--store durable``, under ``.srm-local/dynamodb/``), is refused with how to
@@ -14,27 +14,26 @@ migrate it (:func:`check_state_dir`): its state is never silently left behind.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import os
 import random
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from srm.config.nodes import legacy_store_topic, state_topic
 from srm.errors import PermanentError, RetriableError
 
 __all__ = [
     "STATE_DIR",
     "KafkaStoreSpec",
-    "LocalStore",
     "RetiredStoreError",
     "StoreError",
     "check_state_dir",
     "free_port",
     "known_store_cluster",
-    "local_store_url",
+    "lock_state_dir",
+    "note_store_cluster",
 ]
 
 STATE_DIR = Path(".srm-local")
@@ -42,7 +41,7 @@ _RETIRED_DYNAMODB_DIR = "dynamodb"  # where --store durable (DynamoDB Local, SQL
 
 
 class StoreError(RetriableError, RuntimeError):
-    """The local store cannot be started; the message says what to do."""
+    """The local runtime's store cannot be used; the message says what to do."""
 
 
 class RetiredStoreError(PermanentError, RuntimeError):
@@ -99,107 +98,42 @@ def _ephemeral_ports_start() -> int:
         return 32_768  # Linux's default (macOS starts at 49,152: a lower bound is safe there too)
 
 
-def known_store_cluster(topic: str, state_dir: Path = STATE_DIR) -> str | None:
-    """The cluster this directory's node found the shared state (``topic``) on before, if any."""
+def known_store_cluster(group_id: str, state_dir: Path = STATE_DIR) -> str | None:
+    """The cluster this directory's node found the shared state of ``group_id`` on before, if any (noted with the
+    state topic's name, or the store topic's of the layout before it)."""
     try:
         alias, _, known = (state_dir / "store.cluster").read_text().strip().partition(" ")
     except OSError:
         return None
-    return alias if alias and known == topic else None
+    return alias if alias and known in (state_topic(group_id), legacy_store_topic(group_id)) else None
 
 
-def local_store_url(state_dir: Path = STATE_DIR) -> str | None:
-    """The endpoint of a running ``srm run``'s store, if one is running from this directory."""
-    try:
-        return (state_dir / "store.url").read_text().strip() or None
-    except OSError:
-        return None
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The store
-# ---------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class KafkaStoreSpec:
-    """Where the ``kafka`` store keeps its tables: the topic, and librdkafka settings for its cluster."""
+    """Where an ``srm run`` cluster keeps its state: the cluster, librdkafka settings for it, and the topics."""
 
     alias: str
-    topic: str
     consumer: dict[str, Any]
     producer: dict[str, Any]
-    metrics_topic: str | None = None  # the raw metrics' topic beside it, if any
+    state_topic: str
+    metrics_topic: str | None = None  # the raw metric records of every node's workers, if metrics are on
+    metrics_store_topic: str | None = None  # the aggregated metrics
 
 
-class LocalStore:
-    """A DynamoDB endpoint on 127.0.0.1 for one ``srm run``: the tables of a compacted topic (the module docstring)."""
+def note_store_cluster(alias: str, topic: str, state_dir: Path = STATE_DIR) -> None:
+    (state_dir / "store.cluster").write_text(f"{alias} {topic}\n")
 
-    def __init__(self, kafka: KafkaStoreSpec, port: int = 0, state_dir: Path = STATE_DIR) -> None:
-        self.kafka = kafka
-        self.port = port or free_port()
-        self.state_dir = state_dir
-        self._tables: Any = None
-        self._server: Any = None
-        self._lock: IO[str] | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> str:
-        """Serve the tables (they answer once the topic was read: :meth:`wait_ready`); returns the endpoint."""
-        from srm.local.tables.replicated import ReplicatedTables
-        from srm.local.tables.server import TablesServer
-
-        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
-        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._take_lock()
-        try:
-            self._tables = ReplicatedTables(self.kafka.topic, self.kafka.consumer, self.kafka.producer)
-            self._tables.start(timeout=None)  # answers once it has read the topic (see wait_ready)
-            self._server = TablesServer(self._tables, self.port)
-            self._server.start()
-            (self.state_dir / "store.cluster").write_text(f"{self.kafka.alias} {self.kafka.topic}\n")
-        except BaseException:
-            self.stop()
-            raise
-        (self.state_dir / "store.url").write_text(self.url + "\n")
-        return self.url
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        if self._tables is not None:
-            self._tables.stop()
-            self._tables = None
-        with contextlib.suppress(OSError):
-            (self.state_dir / "store.url").unlink()
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
-
-    def _take_lock(self) -> None:
-        lock = open(self.state_dir / "store.lock", "w")  # noqa: SIM115 - held until stop()
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
-            raise StoreError(
-                f"another srm run is using {self.state_dir.resolve()}: stop it, or start this one in another directory"
-            ) from None
-        self._lock = lock
-
-    def wait_ready(self, timeout: float) -> bool:
-        """Whether the store answers (once it has read its topic) within ``timeout``."""
-        if self._tables is None:
-            return False
-        return bool(self._tables.wait_ready(timeout))
-
-    def tables_read(self) -> list[str]:
-        """The tables the store holds."""
-        return [] if self._tables is None else sorted(self._tables.tables.definitions())
-
-    def problem(self) -> str:
-        """Why the store does not answer yet, as far as known."""
-        return str(getattr(self._tables, "_problem", "")) or "its topic is being read"
+def lock_state_dir(state_dir: Path = STATE_DIR) -> IO[str]:
+    """Hold the directory for this ``srm run`` (until the returned file is closed); StoreError when another holds
+    it."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(state_dir / "store.lock", "w")  # noqa: SIM115 - held until the run stops
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise StoreError(
+            f"another srm run is using {state_dir.resolve()}: stop it, or start this one in another directory"
+        ) from None
+    return lock

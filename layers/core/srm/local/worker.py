@@ -22,10 +22,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from srm.app import App
-from srm.aws.nodes import MemberRecord, Nodes
 from srm.config.nodes import member_id
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
@@ -35,8 +35,10 @@ from srm.local.context import LocalContext
 from srm.local.event_source import EmulatedMapping
 from srm.local.leadership import Leadership, leader_group, nodes_topic
 from srm.local.mappings import LocalEventSources
+from srm.local.nodes import NodeFiles, Noted
 from srm.local.threads import thread_dump
 from srm.state import StateError
+from srm.state.nodes import MemberRecord, Nodes
 
 __all__ = ["FENCED_EXIT", "LocalEventSources", "Scheduled", "Stall", "Watchdog", "main", "run_worker"]
 
@@ -369,7 +371,9 @@ def main() -> int:
     app.event_sources = event_sources
     schedule = default_schedule()
     leadership = _leadership(app, config, source, target, schedule, nodes.group_id, nodes.session_timeout_ms)
-    members = Nodes(app.dynamodb, app.env.state_table, nodes.group_id)
+    members: Nodes = app.nodes(config)
+    if app.env.local_state_dir:  # what srm-control --local status shows while the shared state cannot be read
+        members = Noted(members, NodeFiles(Path(app.env.local_state_dir) / "nodes", nodes.group_id))
     log.info("%s->%s: worker started (node %s)", source, target, node_id)
     try:
         leadership.start()

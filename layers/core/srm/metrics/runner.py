@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 
 from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, bad_of, check_lines, read_lines, records_of
 from srm.metrics.model.series import RESOLUTIONS, MetricPoint, Series
+from srm.metrics.model.store import MetricsStore
 
 __all__ = ["LocalRawStore", "RawFile", "RawStore", "RunReport", "S3RawStore", "points", "run_once"]
 
@@ -125,12 +126,6 @@ class S3RawStore:
         self._s3.put_object(Bucket=self.bucket, Key=self.manifest_key, Body=json.dumps(manifest).encode())
 
 
-class MetricsWriter(Protocol):
-    """Where the rows go (:class:`srm.aws.metrics_table.MetricsTable`)."""
-
-    def write(self, points: Iterable[MetricPoint]) -> int: ...
-
-
 @dataclass
 class RunReport:
     files_changed: int = 0
@@ -148,7 +143,7 @@ def _hours(records: DataFrame) -> DataFrame:
 def run_once(
     spark: SparkSession,
     store: RawStore,
-    table: MetricsWriter,
+    table: MetricsStore,
     *,
     settle_ms: int = 300_000,
     now_ms: int | None = None,

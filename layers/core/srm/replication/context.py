@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 
 from srm.config.settings import FlowSettings
 from srm.core.dead_letters import DeadLetters
+from srm.core.transforms import TransformChain
 from srm.errors import RetriableError
 from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.policy import ReplicationPolicy
@@ -109,6 +110,8 @@ class MirrorContext:
     max_message_bytes: MessageSizeLimits | None = None
     # Forgets what is known of a remote topic after a failed batch, so the retry checks it exists (or recreates it).
     forget_remote_topic: Callable[[str], None] | None = None
+    # The flow's Single Message Transforms (srm.core.transforms); empty: the mirror never calls it.
+    transforms: TransformChain = field(default_factory=TransformChain)
 
 
 @dataclass
@@ -130,6 +133,7 @@ class BatchResult:
     skipped: int = 0  # records not written: their provenance names the target (identity loop guard)
     already_written: int = 0  # records not written: an earlier transaction committed them (exactly-once)
     dead_lettered: int = 0  # records sent to the dead-letter destination instead
+    filtered: dict[str, int] = field(default_factory=dict)  # by source topic: records a transform dropped
     lost: dict[str, int] = field(default_factory=dict)  # by source topic: offsets found lost before this batch
     resets: dict[str, int] = field(default_factory=dict)  # by source topic: partitions found started over
     heartbeat_latency_ms: int | None = None  # replication latency of the newest heartbeat of the batch
@@ -141,6 +145,7 @@ class BatchResult:
             "skipped": self.skipped,
             "alreadyWritten": self.already_written,
             "deadLettered": self.dead_lettered,
+            "filtered": sum(self.filtered.values()),
             "lostOffsets": self.lost,
             "topicResets": self.resets,
         }

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from srm.config.settings import FlowSettings
 from srm.core.plans import MappingChange, MappingConfig, ObservedMapping, TopicPlan, decide_mappings
+from srm.core.replication_offsets import StartFrom
 from srm.errors import RetriableError
 from srm.state import EventSourceMappingRecord, StateStore
 
@@ -73,10 +74,13 @@ def sync_mappings(
     settings: FlowSettings,
     state: StateStore | None = None,
     before_create: Callable[[str, int], None] | None = None,
+    *,
+    start_from: StartFrom = "earliest",
 ) -> MappingSyncResult:
     """Observe, decide, apply; then record the mappings in the state table (only what changed is written).
-    ``before_create(topic, partitions)`` runs before a mapping is created (where to start: a take-over)."""
-    config = port.desired_config(settings)
+    ``before_create(topic, partitions)`` runs before a mapping is created (where to start: a take-over);
+    ``start_from``: where a new mapping starts reading a partition its group has no committed offset of."""
+    config = replace(port.desired_config(settings), start_from=start_from)
     observed = port.observe(source, target)
     # A disabled flow keeps its mappings, paused: enabling it again resumes each from its committed offsets.
     wanted = dict.fromkeys(plan.replicated, config) if settings.enabled else {}

@@ -13,6 +13,11 @@ the target is skipped — counted as processed, never written; its offset is an 
 the default policy nothing is added: records stay byte-identical. A batch of the source's own ``heartbeats`` topic
 also records the newest heartbeat's replication latency in the flow status (:mod:`srm.replication.heartbeat`).
 
+The flow's Single Message Transforms (``transforms``, :mod:`srm.core.transforms`) run on each record after that, in
+order; a record one drops is counted (``filtered``) and, like a skipped record, leaves an upstream gap, so a group
+whose next record was dropped translates to the next replicated one. A transform that raises fails the batch. With no
+transforms nothing is called per record.
+
 A record larger than the remote topic's ``max.message.bytes`` fails its batch (:class:`RecordTooLargeError`, retried:
 the partition stops) unless ``errors.tolerance = all``: then it goes to the dead-letter destination before anything
 of the batch is written (:mod:`srm.core.dead_letters`) and, like a skipped record, leaves an upstream gap.
@@ -36,6 +41,7 @@ from srm.core.dead_letters import DeadLetter, DeadLetterError
 from srm.core.events import PartitionBatch
 from srm.core.loops import stamp_provenance
 from srm.core.offsets import Origin, Run, runs_from_pairs
+from srm.core.transforms import TransformChain, TransformError
 from srm.kafka.clients import Acks
 from srm.kafka.transactions import TransactionError
 from srm.metrics.model.schema import DeadLetterBatch, MirrorBatch, MirrorFailure, SketchData
@@ -219,7 +225,9 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext, delivery: D
     firsts: dict[tuple[str, int], int] = {}  # each partition's first offset, skipped records included
     lasts: dict[tuple[str, int], int] = {}  # … and its last
     letters: list[DeadLetter] = []
-    tails: dict[tuple[str, int], int] = {}  # one past the last offset of partitions with skipped records
+    tails: dict[tuple[str, int], int] = {}  # one past the last offset of partitions with records left out
+    chain = target.transforms
+    filtered: dict[tuple[str, int], int] = {}  # records the transforms dropped, by partition
     now_ms = int(time.time() * 1000)
 
     for batch in batches:
@@ -235,12 +243,14 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext, delivery: D
         if len(batch):
             firsts[(batch.topic, batch.partition)] = batch.offsets[0]
             lasts[(batch.topic, batch.partition)] = batch.offsets[-1]
+        delivered = len(batch)
         if remote == batch.topic:  # the name cannot tell where records came from: the provenance header does
-            last = batch.offsets[-1] if len(batch) else None
             batch, skipped = _with_provenance(batch, target.source, target.target)
             result.skipped += skipped
-            if skipped and last is not None:
-                tails[(batch.topic, batch.partition)] = last + 1
+        if chain and len(batch):  # branched once per batch: an empty chain costs nothing per record
+            batch = _transform(chain, batch, result, filtered)
+        if len(batch) < delivered:  # records left out are upstream gaps; past the last run, the tail says so
+            tails[(batch.topic, batch.partition)] = lasts[(batch.topic, batch.partition)] + 1
         if settings.errors_tolerance == "all" and target.max_message_bytes is not None and len(batch):
             batch = _set_aside_oversized(target, batch, remote, target.max_message_bytes(remote), letters)
         acks = Acks(len(batch))
@@ -254,7 +264,7 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext, delivery: D
 
     pending, result.already_written = delivery.prepare(pending)
     runs = delivery.write(pending, lasts, result, now_ms)
-    _measure(target, pending, now_ms, int(time.time() * 1000), result)
+    _measure(target, pending, now_ms, int(time.time() * 1000), result, filtered)
 
     # Offset syncs travel while the state is written; both are done before the batch counts as replicated.
     sync_acks = send_offset_syncs(
@@ -271,6 +281,21 @@ def _replicate(batches: list[PartitionBatch], target: MirrorContext, delivery: D
     result.heartbeat_latency_ms = _record_heartbeat(target, pending)
     _count_dead_letters(target, letters)
     return result
+
+
+def _transform(
+    chain: TransformChain, batch: PartitionBatch, result: BatchResult, filtered: dict[tuple[str, int], int]
+) -> PartitionBatch:
+    """The batch through the flow's transforms; what they dropped counted. A transform that raises fails the batch
+    (it is retried), naming the record."""
+    try:
+        batch, dropped = chain.apply(batch)
+    except TransformError as e:
+        raise MirrorError(str(e)) from e
+    if dropped:
+        filtered[(batch.topic, batch.partition)] = dropped
+        result.filtered[batch.topic] = result.filtered.get(batch.topic, 0) + dropped
+    return batch
 
 
 def _transactional(call: Callable[..., _T], *args: Any) -> _T:
@@ -374,12 +399,27 @@ def _measure(
     arrived_ms: int,
     acked_ms: int,
     result: BatchResult,
+    filtered: dict[tuple[str, int], int],
 ) -> None:
     """One raw record per partition: latency = ack time − record timestamp (the ack time is when the batch's last
-    acknowledgement arrived), age = arrival at the function − record timestamp. Records with equal timestamps are
-    counted together: a sketch update per distinct timestamp, not per record."""
+    acknowledgement arrived), age = arrival at the function − record timestamp, and the records the transforms
+    dropped. Records with equal timestamps are counted together: a sketch update per distinct timestamp, not per
+    record."""
     for batch, remote, _ in pending:
+        dropped = filtered.get((batch.topic, batch.partition), 0)
         if not len(batch):
+            if dropped:
+                _emit(
+                    target,
+                    MirrorBatch,
+                    ts=acked_ms,
+                    topic=batch.topic,
+                    remote_topic=remote,
+                    partition=batch.partition,
+                    records=0,
+                    bytes=0,
+                    filtered=dropped,
+                )
             continue
         latency, age = Sketch(), Sketch()
         for timestamp, count in Counter(batch.timestamps).items():
@@ -402,6 +442,7 @@ def _measure(
             bytes=size,
             latency=SketchData.of(latency),
             age=SketchData.of(age),
+            filtered=dropped,
         )
 
 

@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient
 from srm.config.settings import FlowSettings
 from srm.core.loops import came_from, keeps_name
 from srm.core.plans import TopicInfo, TopicPlan, plan_topics
+from srm.core.replication_offsets import StartFrom
 from srm.errors import RetriableError
 from srm.flow import Flow
 from srm.kafka.acls import AclSyncResult, TopicAcls
@@ -86,6 +87,9 @@ class TopicSyncContext:
     warned: SeenOnce = field(default_factory=lambda: SeenOnce())  # per container, held by the App
     metrics: Emitter = field(default_factory=NullEmitter)
     takeover: Takeover | None = None  # a partition srm never replicated starts where MirrorMaker 2 stood
+    # where a partition with no committed position starts (the source consumer's auto.offset.reset): a new topic's
+    # mapping starts there (Lambda's StartingPosition)
+    start_from: StartFrom = "earliest"
 
 
 class TopicSyncError(RetriableError, RuntimeError):
@@ -172,7 +176,9 @@ def sync_topics(ctx: TopicSyncContext, now_ms: int | None = None) -> TopicSyncRe
     if ctx.event_sources is not None:
         try:
             before_create = ctx.takeover.before_create if ctx.takeover is not None else None
-            result.mappings = sync_mappings(ctx.event_sources, source, target, plan, settings, state, before_create)
+            result.mappings = sync_mappings(
+                ctx.event_sources, source, target, plan, settings, state, before_create, start_from=ctx.start_from
+            )
         except Exception as e:  # EventSourceMappingError, botocore and Kafka errors alike: reported with the rest
             run.errors["event source mappings"] = e
     ctx.metrics.emit(

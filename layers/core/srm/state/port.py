@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from srm.core.checkpoints import StoredCheckpoint, Untranslated
+from srm.core.continuity import LostRange
 from srm.core.offsets import Origin, Run
 from srm.state.records import EventSourceMappingRecord, GroupCheckpoints, LossRecord, ResetRecord, TopicMappingRecord
 
@@ -72,17 +73,20 @@ class StateStore(Protocol):
     def processed(self, source: str, target: str, topic: str, partition: int) -> int | None:
         """What :meth:`mark_processed` last noted, if anything."""
 
-    def record_loss(self, source: str, target: str, topic: str, partition: int, start: int, end: int) -> int:
+    def record_loss(
+        self, source: str, target: str, topic: str, partition: int, start: int, end: int, reason: str = ""
+    ) -> int:
         """Record offsets ``[start, end)`` as lost; how many of them were not recorded yet (0 when a retried batch
-        reports the same loss again)."""
+        reports the same loss again). ``reason`` empty: purged on the source before they were replicated; else why
+        they were skipped on purpose (an operator moved the partition's position past them)."""
 
     def losses(self, source: str, target: str) -> list[LossRecord]:
         """Every lost range of the flow's current incarnations, by topic, partition and offset."""
 
-    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[tuple[int, int]]:
-        """The lost ranges ``[start, end)`` of one partition."""
+    def lost_ranges(self, source: str, target: str, topic: str, partition: int) -> list[LostRange]:
+        """The lost ranges ``[start, end)`` of one partition (``(start, end, reason)`` for a skipped one)."""
 
-    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    def flow_lost_ranges(self, source: str, target: str) -> dict[tuple[str, int], list[LostRange]]:
         """Every lost range of the flow, by topic-partition."""
 
     def archive_partition(self, source: str, target: str, topic: str, partition: int, label: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from srm.core.checkpoints import StoredCheckpoint, Untranslated
+from srm.core.continuity import LostRange
 from srm.errors import RetriableError
 
 __all__ = [
@@ -33,13 +34,23 @@ class StateFencedError(StateError):
 
 @dataclass(frozen=True)
 class LossRecord:
-    """Offsets ``start … end − 1`` of a partition purged on the source before they were replicated."""
+    """Offsets ``start … end − 1`` of a partition purged on the source before they were replicated, or, with a
+    ``reason``, skipped on purpose (an operator moved the partition's position past them)."""
 
     topic: str
     partition: int
     start: int
     end: int
     at_ms: int
+    reason: str = ""
+
+    @property
+    def purged(self) -> bool:
+        return not self.reason
+
+    @property
+    def range(self) -> LostRange:
+        return (self.start, self.end, self.reason) if self.reason else (self.start, self.end)
 
 
 @dataclass(frozen=True)

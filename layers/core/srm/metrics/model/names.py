@@ -25,6 +25,7 @@ EMF_METRICS: Mapping[str, str] = {
     "RecordAge": "Milliseconds",  # arrival at the function − record timestamp, the batch's largest
     "ReplicatorFailure": "Count",  # failed batches (each is retried)
     "DeadLetteredRecords": "Count",  # records sent to the dead-letter destination (errors.tolerance = all)
+    "FilteredRecords": "Count",  # records the flow's transforms dropped (a Filter, or a custom transform)
     "LostOffsets": "Count",  # source offsets purged before they were replicated (data loss), when detected
     "TopicResets": "Count",  # source partitions that started over (topic deleted and recreated), when detected
     # checkpoint function, on its schedule
@@ -58,6 +59,7 @@ TABLE_ATTRIBUTES: tuple[str, ...] = (
     "replication-failures-by-error",
     "dead-lettered-records",
     "dead-lettered-by-reason",
+    "filtered-records",
     "groups-checkpointed",
     "groups-skipped",
     "groups-skipped-by-reason",

@@ -10,7 +10,8 @@ kind              fields
 ``mirror``        one batch of one source partition written to its remote partition: ``topic`` (upstream),
                   ``remote_topic``, ``partition``, ``records``, ``bytes`` (key + value + headers), ``latency``
                   (sketch of ack time − record timestamp, MM2's ``replication-latency-ms``), ``age`` (sketch of
-                  the time the batch reached the handler − record timestamp, ``record-age-ms``)
+                  the time the batch reached the handler − record timestamp, ``record-age-ms``), ``filtered``
+                  (records of the batch the flow's transforms dropped; a batch they dropped whole has ``records`` 0)
 ``mirror_failure`` a failed batch: ``topic``, ``partition`` (optional), ``error`` (exception class), ``retries``,
                   ``records`` (in the failed batch)
 ``dead_letter``   records of one source partition sent to the dead-letter destination instead of the target
@@ -149,6 +150,7 @@ class MirrorBatch(_Record):
     bytes: int = Field(ge=0)
     latency: SketchData | None = None
     age: SketchData | None = None
+    filtered: int = Field(default=0, ge=0)
 
 
 class MirrorFailure(_Record):
