@@ -75,9 +75,10 @@ class Stores:
             if self._state is None:
                 if self.in_kafka:
                     assert self.env.state_topic and self.env.store_cluster
+                    worker = bool(self.env.node_id and self.env.source)  # it writes its member record at once
                     self._state = KafkaState.on_cluster(
                         self.store_config(), self.env.store_cluster, self.env.state_topic, self._resolver
-                    ).start()
+                    ).start(writer=worker)
                 else:
                     self._state = DynamoDBState(self.dynamodb, self.env.state_table)
             return self._state

@@ -2,12 +2,13 @@
 (:class:`srm.kafka.state.KafkaState`): one record per scope, key ``["config", scope]``, value
 ``{"p": the scope's properties, "v": version, "at": when (ISO-8601 UTC), "by": who wrote it}``.
 
-Reads are served from memory, which follows the log as it is written: a fresh read (``load(fresh=True)``, ``read()``)
-first catches up with the log. A commit is conditional, as a DynamoDB transaction is, and the broker makes it so:
-the writer claims the configuration's transactional id (which fences any other writer and aborts what it left
-open), reads everything committed before, checks the versions it read against that, and writes its changes in one
-transaction of that id. A writer that claimed it meanwhile makes this one's transaction fail: nothing of it lands,
-and the command is told to run again (:class:`~srm.config.store.ConfigConflictError`).
+Reads are served from memory, which follows the log as it is written; a fresh read (``load(fresh=True)``,
+``read()``) first catches up with it (everything written before it was asked is read). A commit is conditional, as
+a DynamoDB transaction is, and the broker makes it so: the writer claims the configuration's transactional id (which
+fences any other writer and aborts what it left open), reads everything committed before, checks the versions it
+read against that, and writes its changes in one transaction of that id. A writer that claimed it meanwhile makes
+this one's transaction fail: nothing of it lands, and the command is told to run again
+(:class:`~srm.config.store.ConfigConflictError`).
 """
 
 from __future__ import annotations
@@ -34,15 +35,14 @@ class KafkaConfig:
     def __init__(self, state: KafkaState, cache_seconds: float = 10.0) -> None:
         self._state = state
         self.table = state.log.topic
-        self.cache_seconds = cache_seconds  # a load catches up with the log at most this often
-        self._caught_up_at = float("-inf")
+        # Memory follows the log as it is written (milliseconds behind): a load is never staler than the cache a
+        # DynamoDB reader keeps, whatever ``cache_seconds`` says, and only a fresh one asks the broker first.
+        self.cache_seconds = cache_seconds
         self._parsed: tuple[dict[str, Any], SrmConfig] | None = None
 
     def _values(self, fresh: bool) -> dict[str, Any]:
-        now = time.monotonic()
-        if fresh or now - self._caught_up_at >= self.cache_seconds:
+        if fresh:
             self._state.catch_up()
-            self._caught_up_at = now
         return dict(self._state.items("config"))
 
     def load(self, *, fresh: bool = False) -> SrmConfig:

@@ -137,8 +137,8 @@ class KafkaState:
         producer = producer_config(config, alias, None, delivery_timeout_ms=30_000, resolver=resolver)
         return cls(topic, consumer, producer)
 
-    def start(self, timeout: float | None = None) -> KafkaState:
-        self.log.start(timeout)
+    def start(self, timeout: float | None = None, *, writer: bool = False) -> KafkaState:
+        self.log.start(timeout, writer=writer)
         return self
 
     def stop(self) -> None:

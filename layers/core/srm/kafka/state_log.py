@@ -28,7 +28,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     IsolationLevel,
     KafkaError,
@@ -99,7 +98,12 @@ class StateLog:
             "group.id": f"srm-state-reader-{self.writer}",  # never joins nor commits: the partition is assigned
             "enable.auto.commit": "false",
             "isolation.level": "read_committed",
-            "enable.partition.eof": "false",
+            # the end reached is said with the offset read up to, past a transaction's marker ending the log (the
+            # position of the last record read stops before it); it comes with a fetch that found nothing new, so
+            # such a fetch waits 100 ms at the broker, not 500: a reader knows it is at the end that much sooner
+            "enable.partition.eof": "true",
+            "fetch.wait.max.ms": "100",
+            "auto.offset.reset": "earliest",
         }
         for key in ("group.instance.id", "partition.assignment.strategy"):
             self._consumer_conf.pop(key, None)
@@ -137,13 +141,16 @@ class StateLog:
         self._unreachable_until = 0.0  # syncs fail at once until then (the cluster did not answer)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
-    def start(self, timeout: float | None = None) -> None:
+    def start(self, timeout: float | None = None, *, writer: bool = False) -> None:
         """Read the log to its end (waiting up to ``timeout``, by default the log's), then follow it. A cluster that
-        does not answer at all fails it within ten seconds, however long reading a large log may take."""
+        does not answer at all fails it within ten seconds, however long reading a large log may take. ``writer``:
+        this process writes soon — its idempotent producer gets its producer id while the log is read."""
         wait = self._timeout_s * 6 if timeout is None else timeout
         self._stable_end(min(wait, _FIRST_ANSWER_S))
         self._reader = threading.Thread(target=self._read, name="state-reader", daemon=True)
         self._reader.start()
+        if writer:
+            self._plain_producer()
         if not self._ready.wait(wait):
             raise StateError(self._problem or f"the state's log {self.topic} could not be read")
 
@@ -276,11 +283,7 @@ class StateLog:
     def _write_plain(self, encoded: list[_Encoded]) -> None:
         if time.monotonic() < self._unreachable_until:  # see sync: fail at once while the cluster does not answer
             raise StateError(self._problem or f"cannot reach the state's log {self.topic}")
-        with self._plain_lock:
-            if self._plain is None:
-                conf = {k: v for k, v in self._producer_conf.items() if k != "transaction.timeout.ms"}
-                self._plain = Producer(conf)
-            producer = self._plain
+        producer = self._plain_producer()
         seq = self._note_pending(encoded)
         errors: list[str] = []
         acked = [0]
@@ -313,6 +316,13 @@ class StateLog:
             self._unreachable_until = time.monotonic() + _UNREACHABLE_S
             raise StateError(self._problem)
         self._applied(encoded)
+
+    def _plain_producer(self) -> Producer:
+        with self._plain_lock:
+            if self._plain is None:
+                conf = {k: v for k, v in self._producer_conf.items() if k != "transaction.timeout.ms"}
+                self._plain = Producer(conf)
+            return self._plain
 
     def _header(self, seq: int) -> bytes:
         return f"{self.writer}:{seq}".encode()
@@ -380,7 +390,9 @@ class StateLog:
 
     # -- the reader ------------------------------------------------------------------------------------------------
     def _read(self) -> None:
-        position = OFFSET_BEGINNING
+        # Offset 0, not OFFSET_BEGINNING: that one is looked up first, half a second before the first fetch. A
+        # compacted log keeps offset 0 as its start; a log whose start moved resets to it (auto.offset.reset).
+        position = 0
         while not self._stop.is_set():
             consumer = Consumer(self._consumer_conf)
             try:
@@ -396,12 +408,17 @@ class StateLog:
 
     def _follow(self, consumer: Consumer) -> None:
         while not self._stop.is_set():
-            messages = consumer.consume(5000, 0.2)
+            # Woken by the first record (a batch consume would wait out its timeout for want of a full batch),
+            # then what else is fetched already.
+            first = consumer.poll(0.2)
+            messages = [] if first is None else [first, *consumer.consume(4999, 0)]
             with self._lock:
                 for msg in messages:
                     err = msg.error()
                     if err is None:
                         self._read_record(msg)
+                    elif err.code() == KafkaError._PARTITION_EOF:
+                        self._position = max(self._position, msg.offset() or 0)
                     elif err.fatal():
                         raise KafkaException(err)
                     else:
@@ -410,7 +427,7 @@ class StateLog:
                 if position >= 0:
                     self._position = max(self._position, position)
                 self._lock.notify_all()
-            if not self._ready.is_set() and len(messages) < 5000:
+            if not self._ready.is_set() and len(messages) < 5000:  # a full batch: more to read first
                 with contextlib.suppress(StateError):
                     if self._position >= self._stable_end(self._timeout_s):
                         self._ready.set()

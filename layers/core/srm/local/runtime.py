@@ -280,7 +280,7 @@ class LocalRuntime:
             try:
                 with self._unless(stop):
                     self._state = state
-                state.start()
+                state.start(writer=True)  # the node's presence and the configuration are written next
                 break
             except StateError as e:
                 state.stop()
@@ -316,7 +316,13 @@ class LocalRuntime:
     def _upgrade(self, spec: KafkaStoreSpec, state: KafkaState) -> None:
         """Carry over the state of the layout before the state topic, if its topic is there (once)."""
         legacy = legacy_store_topic(self.nodes.group_id)
-        if state.get("upgrade", "store") is not None or legacy not in list_topics(self._admin(spec.alias)):
+        if state.get("upgrade", "store") is not None:
+            return
+        try:  # the topics were listed when the clusters were asked at the start
+            topics = answered_topics(self.config, self._answers, _PROBE_S)(spec.alias)
+        except Exception:  # not answered then: asked now
+            topics = list_topics(self._admin(spec.alias))
+        if legacy not in topics:
             return
         assert spec.metrics_store_topic is not None
         upgrade_store(
@@ -414,7 +420,7 @@ class LocalRuntime:
     def reconcile(self) -> None:
         """Make the running workers match the enabled flows of the config table; restart dead ones."""
         assert self.config_store is not None
-        self._wanted = set(self.config_store.load(fresh=True).enabled_flows())
+        self._wanted = set(self.config_store.load().enabled_flows())
         for (flow, index), process in list(self._workers.items()):
             if flow not in self._wanted:
                 log.info("%s disabled: stopping its worker%s", Flow(*flow), _numbered(index))
