@@ -319,9 +319,9 @@ class LocalRuntime:
         if state.get("upgrade", "store") is not None:
             return
         try:  # the topics were listed when the clusters were asked at the start
-            topics = answered_topics(self.config, self._answers, _PROBE_S)(spec.alias)
+            topics = set(answered_topics(self.config, self._answers, _PROBE_S)(spec.alias))
         except Exception:  # not answered then: asked now
-            topics = list_topics(self._admin(spec.alias))
+            topics = set(list_topics(self._admin(spec.alias)))
         if legacy not in topics:
             return
         assert spec.metrics_store_topic is not None
