@@ -73,7 +73,7 @@ def stores(request: pytest.FixtureRequest, clusters: dict[str, Cluster]) -> Iter
             lambda: DynamoDBConfig(db, "config", cache_seconds=0),
             lambda: DynamoDBNodes(db, "state", "g"),
         )
-        opened.metrics = lambda: MetricsTable(db, "metrics", minute_retention_s=100)
+        opened.metrics = lambda: MetricsTable(db, "metrics", minute_retention_s=600)
         yield opened
 
 
@@ -98,7 +98,7 @@ def kafka_stores(clusters: dict[str, Cluster]) -> Iterator[Stores]:
             return opened_state
 
         def metrics() -> KafkaMetrics:
-            store = KafkaMetrics(points, conf, dict(conf), minute_retention_s=100).start()
+            store = KafkaMetrics(points, conf, dict(conf), minute_retention_s=600).start()
             stack.callback(store.stop)
             return store
 
@@ -222,7 +222,7 @@ def test_kafka_metrics_minute_points_past_retention_are_dropped_hours_kept(kafka
     """As DynamoDB expires them by its TTL attribute (tests/unit/test_metrics_table.py)."""
     stores = kafka
     now = int(time.time() * 1000)
-    old = now - 200_000  # past the 100 s retention of the fixture
+    old = now - 1_200_000  # past the 10-minute retention of the fixture (the other points are within 3 minutes)
     minute, hour = Series("1m", "flow", "a", "b"), Series("1h", "flow", "a", "b")
     store = stores.metrics()
     store.write([MetricPoint(minute, old, {"record-count": 1}), MetricPoint(hour, old, {"record-count": 1})])
