@@ -329,12 +329,8 @@ def test_a_store_topic_of_the_old_layout_is_carried_over_whole(clusters: dict[st
         stack.callback(metrics.stop)
         assert metrics.query(minute.series, now, now) == [minute]
         assert metrics.query(hour.series, 0, now) == [hour]
-        archived = {k for k, _ in state_items_records(legacy_store(conf, legacy)["state"])}
+        archived = {k for k, _ in state_items_records(read_legacy_store(conf, legacy)["state"])}
         assert ("old", "17", "runs", "a", "b", "u", 0, 0) in archived
-
-
-def legacy_store(conf: dict[str, str], topic: str) -> dict[str, list[dict[str, Any]]]:
-    return read_legacy_store(conf, topic)
 
 
 def test_a_store_topic_whose_state_an_earlier_version_carried_over_brings_only_its_metrics(

@@ -35,7 +35,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from srm.aws.state_table import create_table
 from srm.config.scopes import ConfigSnapshot, Scope, flatten_scopes
 from srm.config.settings import SrmConfig
-from srm.config.store import ConfigConflictError, ConfigStoreError, plan_replace
+from srm.config.store import ConfigConflictError, ConfigStoreError, ReplaceAll
 from srm.errors import ConfigError
 
 __all__ = ["DynamoDBConfig", "create_config_table"]
@@ -46,7 +46,7 @@ _PARTITION = "config"
 _MAX_TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
 
 
-class DynamoDBConfig:
+class DynamoDBConfig(ReplaceAll):
     """The configuration in the config table (see the module docstring)."""
 
     def __init__(self, client: Any, table: str, cache_seconds: float = 10.0) -> None:
@@ -109,18 +109,6 @@ class DynamoDBConfig:
         return ConfigSnapshot(self.table, scopes)
 
     # -- writing -------------------------------------------------------------------------------------------------
-    def plan_replace(self, config: SrmConfig, base: ConfigSnapshot) -> dict[str, dict[str, str] | None]:
-        return plan_replace(config, base)
-
-    def replace_all(
-        self, config: SrmConfig, *, base: ConfigSnapshot | None = None, author: str | None = None
-    ) -> dict[str, dict[str, str] | None]:
-        """Make the table hold exactly this (already validated) configuration; returns the changes written."""
-        base = self.read() if base is None else base
-        changes = self.plan_replace(config, base)
-        self.commit(base, changes, author=author)
-        return changes
-
     def commit(
         self,
         base: ConfigSnapshot,

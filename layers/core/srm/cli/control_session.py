@@ -25,7 +25,7 @@ from srm.config.connectors import load_config
 from srm.config.scopes import ConfigSnapshot, Scope, split_scopes
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
-from srm.config.store import ConfigStore, ConfigStoreError, plan_replace
+from srm.config.store import ConfigStore, ConfigStoreError, ReplaceAll
 from srm.control.edits import Control
 from srm.kafka.config_store import KafkaConfig
 from srm.kafka.nodes import KafkaNodes
@@ -192,7 +192,7 @@ class Session:
         print(f"{PROG}: warning: {message}", file=self.err)
 
 
-class _StartedWith:
+class _StartedWith(ReplaceAll):
     """The configuration a node was started with, read-only (:class:`srm.config.store.ConfigStore`)."""
 
     def __init__(self, config: SrmConfig) -> None:
@@ -206,21 +206,10 @@ class _StartedWith:
         scopes = split_scopes(self.config.properties, self.config.clusters)
         return ConfigSnapshot(self.table, {sk: Scope(sk, v, 1) for sk, v in scopes.items()}, origin=self.table)
 
-    def plan_replace(self, config: SrmConfig, base: ConfigSnapshot) -> dict[str, dict[str, str] | None]:
-        return plan_replace(config, base)
-
-    def replace_all(
-        self, config: SrmConfig, *, base: ConfigSnapshot | None = None, author: str | None = None
-    ) -> dict[str, dict[str, str] | None]:
-        raise self._unchangeable()
-
     def commit(
         self, base: ConfigSnapshot, changes: Mapping[str, Mapping[str, str] | None], *, author: str | None = None
     ) -> None:
-        raise self._unchangeable()
-
-    def _unchangeable(self) -> ConfigStoreError:
-        return ConfigStoreError("the configuration cannot be changed while the state cannot be read")
+        raise ConfigStoreError("the configuration cannot be changed while the state cannot be read")
 
 
 def _local_run(state_dir: Path, *, need_store: bool = True) -> tuple[SrmConfig, str]:

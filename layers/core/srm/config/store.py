@@ -23,7 +23,7 @@ from srm.config.secrets import is_plain_secret
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError, RetriableError, SrmError
 
-__all__ = ["ConfigConflictError", "ConfigStore", "ConfigStoreError", "check_no_secrets", "plan_replace"]
+__all__ = ["ConfigConflictError", "ConfigStore", "ConfigStoreError", "ReplaceAll", "check_no_secrets", "plan_replace"]
 
 
 class ConfigConflictError(RetriableError, RuntimeError):
@@ -92,3 +92,27 @@ class ConfigStore(Protocol):
     ) -> None:
         """Write ``changes`` (scope → its new properties, None to delete it) all or nothing, on condition that no
         scope of ``base`` changed and no scope created here appeared meanwhile (promise A)."""
+
+
+class ReplaceAll:
+    """Replacing the whole configuration in terms of an adapter's own ``read`` and ``commit``: the same for every
+    adapter, so each inherits it."""
+
+    def read(self) -> ConfigSnapshot:
+        raise NotImplementedError
+
+    def commit(
+        self, base: ConfigSnapshot, changes: Mapping[str, Mapping[str, str] | None], *, author: str | None = None
+    ) -> None:
+        raise NotImplementedError
+
+    def plan_replace(self, config: SrmConfig, base: ConfigSnapshot) -> dict[str, dict[str, str] | None]:
+        return plan_replace(config, base)
+
+    def replace_all(
+        self, config: SrmConfig, *, base: ConfigSnapshot | None = None, author: str | None = None
+    ) -> dict[str, dict[str, str] | None]:
+        base = self.read() if base is None else base
+        changes = self.plan_replace(config, base)
+        self.commit(base, changes, author=author)
+        return changes

@@ -19,7 +19,7 @@ from typing import Any
 
 from srm.config.scopes import ConfigSnapshot, Scope, flatten_scopes
 from srm.config.settings import SrmConfig
-from srm.config.store import ConfigConflictError, ConfigStoreError, plan_replace
+from srm.config.store import ConfigConflictError, ConfigStoreError, ReplaceAll
 from srm.errors import ConfigError
 from srm.kafka.state import KafkaState
 from srm.state.records import StateError, StateFencedError
@@ -29,7 +29,7 @@ __all__ = ["KafkaConfig"]
 _OWNER = "config"  # the transactional id's suffix of every configuration writer
 
 
-class KafkaConfig:
+class KafkaConfig(ReplaceAll):
     """The configuration kept in ``state``'s log (see the module docstring)."""
 
     def __init__(self, state: KafkaState, cache_seconds: float = 10.0) -> None:
@@ -62,17 +62,6 @@ class KafkaConfig:
             sk: Scope(sk, dict(v["p"]), int(v["v"]), v.get("at"), v.get("by")) for sk, v in self._values(True).items()
         }
         return ConfigSnapshot(self.table, scopes, origin=f"kafka:{self.table}")
-
-    def plan_replace(self, config: SrmConfig, base: ConfigSnapshot) -> dict[str, dict[str, str] | None]:
-        return plan_replace(config, base)
-
-    def replace_all(
-        self, config: SrmConfig, *, base: ConfigSnapshot | None = None, author: str | None = None
-    ) -> dict[str, dict[str, str] | None]:
-        base = self.read() if base is None else base
-        changes = self.plan_replace(config, base)
-        self.commit(base, changes, author=author)
-        return changes
 
     def commit(
         self, base: ConfigSnapshot, changes: Mapping[str, Mapping[str, str] | None], *, author: str | None = None

@@ -324,12 +324,13 @@ class LocalRuntime:
             topics = set(list_topics(self._admin(spec.alias)))
         if legacy not in topics:
             return
-        assert spec.metrics_store_topic is not None
+        points = spec.metrics_store_topic
+        assert points is not None
         upgrade_store(
             state,
             legacy,
             lambda: read_legacy_store(spec.consumer, legacy),
-            lambda: KafkaMetrics(spec.metrics_store_topic or "", spec.consumer, spec.producer).start(),
+            lambda: KafkaMetrics(points, spec.consumer, spec.producer).start(),
             state_table=self.options.state_table,
             metrics_table=self.options.metrics_table,
         )
