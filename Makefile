@@ -19,7 +19,7 @@ TEMPLATES := template.yaml template-monitoring.yaml
 # suite's progress shows as it runs.
 MAKEFLAGS += --jobs=4
 
-.PHONY: install kafka chromium lambda-runtime demo test test-quick lint bench clean
+.PHONY: install kafka chromium lambda-runtime demo test test-quick lint bench clean docs docs-serve docs-images
 
 install: $(STAMP) kafka $(SAM_VENV)/bin/sam chromium lambda-runtime
 
@@ -97,14 +97,30 @@ test-quick: $(STAMP) kafka
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup tests/unit tests/integration
 
 lint: install $(CHECKOV_VENV)/bin/checkov
-	$(BIN)/ruff check layers tests functions bench glue_jobs
-	$(BIN)/ruff format --check layers tests functions bench glue_jobs
+	$(BIN)/ruff check layers tests functions bench glue_jobs docs/tooling
+	$(BIN)/ruff format --check layers tests functions bench glue_jobs docs/tooling
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/cfn-lint --regions us-east-1 us-west-2 -- $(TEMPLATES)
 	for t in $(TEMPLATES); do SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1 -t $$t || exit 1; done
 	# zero failed checks; a check that does not apply is skipped in the resource's Metadata, with its reason
 	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation $(addprefix -f ,$(TEMPLATES))
+	$(MAKE) --no-print-directory docs
+
+# The documentation site (mkdocs.yml): pages under docs/, the references generated from the code at build time
+# (docs/tooling); --strict fails on a broken link or anchor, or a page outside the nav. Into site/ (not committed).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
+
+# The pictures the docs carry, made by the code rather than drawn: the web view as the browser test sees it (its
+# screenshot, in the temp folder) and the demo's chart (make demo writes srm-demo.png). Commit what it copies.
+docs-images: $(STAMP) chromium
+	$(BIN)/python -m pytest -q tests/browser/test_web_view.py -k flows_topics_and_charts
+	cp "$$($(BIN)/python -c 'import tempfile; print(tempfile.gettempdir())')/srm-web-view.png" docs/images/web-view.png
+	@if [ -f srm-demo.png ]; then cp srm-demo.png docs/images/srm-demo.png; else echo "make: no srm-demo.png: run make demo first"; fi
 
 # srm.aws's tests (marker aws_adapter) on LocalStack instead of moto, in host mode; its own venv, .venv-localstack
 # (Python 3.12+), installed on first use; `make test` runs them too
@@ -117,4 +133,4 @@ bench: install
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) .venv-localstack .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) $(LAMBDA_VENV) .venv-localstack .pytest_cache .ruff_cache .mypy_cache build site *.egg-info

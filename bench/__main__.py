@@ -26,6 +26,7 @@ from bench.endtoend import Scenario, run_scenario
 from bench.handler import build_events, run_handler
 from bench.limit import run_limit
 from bench.measure import PathResult
+from bench.metrics_aggregation import measure as measure_metrics_aggregation
 from bench.mm2 import MM2_EXACTLY_ONCE, MM2_TUNING
 from bench.report import compare, write_json
 from bench.store import measure as measure_state
@@ -61,7 +62,7 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["limit", "handler", "state", "coldstart", "e2e", "transforms"],
+        choices=["limit", "handler", "state", "coldstart", "e2e", "transforms", "metrics"],
         action="append",
         help="run only these paths",
     )
@@ -79,6 +80,12 @@ def _args() -> argparse.Namespace:
         "--no-pinned",
         action="store_true",
         help="skip the runs pinned to separate cores (brokers on core 0, the copy loop or srm run on core 1)",
+    )
+    parser.add_argument(
+        "--metrics-rows",
+        type=int,
+        default=1_000_000,
+        help="raw metric rows of the metrics aggregation (default 1,000,000; also run at a quarter of it)",
     )
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     parser.add_argument("--keep", action="store_true", help="keep the clusters' data directory")
@@ -215,7 +222,7 @@ def merged(previous: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     args = _args()
     signal.signal(signal.SIGTERM, _terminate)
-    only = set(args.only or ["limit", "handler", "state", "coldstart", "e2e", "transforms"])
+    only = set(args.only or ["limit", "handler", "state", "coldstart", "e2e", "transforms", "metrics"])
     from srm.local.clusters import LocalCluster
 
     workloads = {
@@ -247,7 +254,7 @@ def main() -> int:
     paths, labels, facts = results["paths"], results["labels"], results["facts"]
     pinned = not args.no_pinned and (os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None
     try:
-        if only == {"transforms"}:  # pure CPU: no cluster, no backlog
+        if only <= {"transforms", "metrics"}:  # pure CPU: no cluster, no backlog
             clusters = []
         print(f"starting two local clusters in {workdir} …" if clusters else "no clusters needed", flush=True)
         for cluster in clusters:
@@ -295,6 +302,12 @@ def main() -> int:
             limit = paths.get("limit") or next(filter(None, earlier), {})
             results["transforms"] = measure_transforms(limit.get("small", {}).get("records_per_s"))
             print(transforms_line(results["transforms"]), flush=True)
+
+        if "metrics" in only:
+            # 1 × and 4 × the input: the memory must not grow with it; each size in a JVM of its own
+            results["metrics_aggregation"] = {
+                str(rows): measure_metrics_aggregation(rows) for rows in (args.metrics_rows // 4, args.metrics_rows)
+            }
 
         if "handler" in only:
             labels["handler"] = "handler alone (pre-built 6 MB events)"
@@ -449,12 +462,30 @@ def main() -> int:
                         f"end to end, pinned: srm run on core {REPLICATOR_CORES}, brokers on {BROKER_CORES}",
                         "small",
                         Scenario(
-                            "e2e-pinned",
+                            "e2e-pinned-small",
                             "epsrc",
                             "epdst",
                             args.batch_size,
                             args.window_ms,
                             (workloads["small"],),
+                            cpus=REPLICATOR_CORES,
+                        ),
+                    )
+                )
+                # the race pinned too: MM2 on the same core, so neither replicator competes with the brokers
+                scenarios.append(
+                    (
+                        "mm2_pinned",
+                        f"MirrorMaker 2, pinned: on core {REPLICATOR_CORES}, brokers on {BROKER_CORES}",
+                        "small",
+                        Scenario(
+                            "mm2-pinned-small",
+                            "mpsrc",
+                            "mpdst",
+                            args.batch_size,
+                            args.window_ms,
+                            (workloads["small"],),
+                            replicator="mm2",
                             cpus=REPLICATOR_CORES,
                         ),
                     )

@@ -245,7 +245,7 @@ def run_scenario(
     if scenario.replicator == "mm2":
         config = workdir / "mm2.properties"
         config.write_text(mm2_properties(scenario.source, scenario.target, bootstraps, topics, scenario.exactly_once))
-        run = Mm2Run(config, workdir)
+        run = Mm2Run(config, workdir, scenario.cpus)
     else:
         config = workdir / "srm.yaml"
         config.write_text(yaml.safe_dump(_config(scenario, bootstraps, topics), sort_keys=False))

@@ -66,5 +66,6 @@ def mm2_properties(
 class Mm2Run(Replicator):
     """One MirrorMaker 2 node in dedicated mode, as ``connect-mirror-maker.sh mm2.properties`` starts it."""
 
-    def __init__(self, properties: Path, workdir: Path) -> None:
-        super().__init__(mirror_maker_command(properties, workdir), workdir, "mm2.log")
+    def __init__(self, properties: Path, workdir: Path, cpus: str | None = None) -> None:
+        command = mirror_maker_command(properties, workdir)
+        super().__init__(["taskset", "-c", cpus, *command] if cpus else command, workdir, "mm2.log")

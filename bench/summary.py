@@ -58,7 +58,11 @@ def summary(results: dict[str, Any], partitions: int) -> str:
 
 
 # (srm's path, MM2's, infix of their runs' facts, what to call them)
-_RACES = (("e2e", "mm2", "", ""), ("e2e_exactly_once", "mm2_exactly_once", "-eos", " exactly-once"))
+_RACES = (
+    ("e2e", "mm2", "", ""),
+    ("e2e_pinned", "mm2_pinned", "-pinned", " pinned (the replicator on a core of its own)"),
+    ("e2e_exactly_once", "mm2_exactly_once", "-eos", " exactly-once"),
+)
 
 
 def _race(results: dict[str, Any]) -> list[str]:

@@ -1,5 +1,6 @@
 """Monitoring end to end: `srm run` with metrics on replicates records, some created minutes ago; its aggregation
-process writes the metrics table; the table says how many, how late, and that nothing is left behind."""
+process writes the metrics table; the table says how many, how late, and that nothing is left behind. Three nodes
+replicating one topic between them: the one leading the aggregation counts every node's records exactly once."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import Any
 import pytest
 import requests
 
+from srm.control.nodes import nodes_status
+from srm.flow import Flow
 from srm.metrics.model.series import MetricPoint, Series
 from srm.metrics.model.store import MetricsStore
 from tests.support.kafka import Rec, create_topic, produce, unique, wait_for, wait_replicated
 from tests.support.runtime import SrmRun, write_config
-from tests.support.state import metrics_store
+from tests.support.state import metrics_store, nodes_store
 
 pytestmark = pytest.mark.e2e
 
@@ -90,3 +93,65 @@ def test_the_metrics_table_counts_every_record_with_its_latency_and_lag_reaches_
     [listed] = [t for t in topics if t["upstream_topic"] == topic]
     assert (listed["upstream_topic"], listed["remote_topic"], listed["partitions"]) == (topic, f"a.{topic}", 2)
     assert listed["figures"]["records"] == n and listed["figures"]["lag"] == 0
+
+
+def test_three_nodes_metrics_are_aggregated_once_into_one_table(clusters, tmp_path: Path):
+    # GIVEN three srm run nodes with metrics on sharing a flow, each holding some of a six-partition topic
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = unique("nodes-metrics")
+    create_topic(a, topic, partitions=6)
+    config = write_config(
+        tmp_path / "srm.yaml",
+        {"a": a, "b": b},
+        {"a->b": {"topics": topic}},
+        **{
+            "metrics.aggregation.interval.seconds": 3,
+            "emit.checkpoints.interval.seconds": 2,
+            "heartbeats.replication.enabled": "false",
+        },
+    )
+    dirs = [tmp_path / f"node{i}" for i in (1, 2, 3)]
+    runs: list[SrmRun] = []
+    try:
+        for d in dirs:
+            d.mkdir()
+            runs.append(SrmRun(config, d, metrics=True))
+
+        def holders() -> dict[str, list[int]] | None:
+            try:
+                status = nodes_status(nodes_store(dirs[0]), [Flow("a", "b")])
+            except Exception:  # not up yet
+                return None
+            held = {n.node_id: sorted(n.partitions.get("a->b", {}).get(topic, ())) for n in status.nodes if n.alive}
+            return held if len(held) == 3 and all(held.values()) else None
+
+        held = wait_for(holders, timeout=120, interval=1, message="three nodes each holding partitions")
+
+        # WHEN records arrive on every partition and are replicated by the three of them
+        start = int(time.time() * 1000)
+        n = 600
+        produce(a, topic, [(i % 6, Rec(f"k{i}".encode(), b"v" * 50, (), start)) for i in range(n)])
+        wait_replicated(a, topic, b, f"a.{topic}", timeout=90)
+        table = metrics_store(dirs[0])
+
+        def partition_counts() -> dict[int, int] | None:
+            now = int(time.time() * 1000) + 60_000
+            counts = {
+                p: sum(
+                    int(point.values.get("record-count", 0))
+                    for point in table.query(Series("1m", "partition", "a", "b", topic, p), start - 60_000, now)
+                )
+                for p in range(6)
+            }
+            return counts if sum(counts.values()) >= n else None
+
+        counts = wait_for(partition_counts, timeout=240, interval=2, message=f"{n} records in the metrics table")
+        topic_count = sum(int(p.values.get("record-count", 0)) for p in minutes(table, topic, start))
+        assert all(r.alive() for r in runs), [r.output()[-2000:] for r in runs]
+    finally:
+        for r in runs:
+            r.stop()
+
+    # THEN every partition's records are counted exactly once, whichever node replicated them, and the topic's sum
+    assert counts == {p: n // 6 for p in range(6)}, (counts, held)
+    assert topic_count == n

@@ -248,6 +248,9 @@ class _NoProbe:
     def lag(self, config, source, target, topics):
         return {}
 
+    def oldest_unreplicated(self, config, source, target):
+        return {}
+
     def last_heartbeat(self, config, source, target):
         return None
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -220,3 +223,14 @@ def write_properties(path: Path, lines: Mapping[str, str]) -> Path:
     """An ``mm2.properties`` file: ``key = value`` lines, written as given (escape backslashes yourself)."""
     path.write_text("".join(f"{k} = {v}\n" for k, v in lines.items()))
     return path
+
+
+def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    """A JSON request to srm's HTTP API as any client sends it: its status and JSON answer (4xx and 5xx included)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())

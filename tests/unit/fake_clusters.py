@@ -34,6 +34,9 @@ class FakeProbe:
         assert set(topics) <= {"p.one", "p.two"}  # selected data topics only
         return {"p.one": 5, "p.two": 0}
 
+    def oldest_unreplicated(self, config: SrmConfig, source: str, target: str) -> dict[str, int]:
+        return {"p.one": 1_700_000_000_000}
+
     def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None:
         return 1_700_000_000_000 if source == "a" else None
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from srm.cli.srm import main
 from srm.config.connectors import load_connectors
 from srm.errors import ConfigError
 from srm.flow import Flow
@@ -109,6 +110,7 @@ def test_the_three_connectors_of_a_pair_make_one_flow_with_their_settings(tmp_pa
     # … and the Connect keys srm has no use for are listed with why
     ignored = {key for key, _ in config.ignored}
     assert {"us-west->us-east.tasks.max", "us-west->us-east.key.converter"} <= ignored
+    assert "us-west->us-east.name" not in ignored  # the source connector's: take-over and the offsets API use it
 
 
 def test_a_key_two_connectors_set_differently_names_both(tmp_path: Path) -> None:
@@ -141,3 +143,74 @@ def test_a_folder_without_definitions_says_so(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("nothing here")
     with pytest.raises(ConfigError, match=r"no \*\.yaml, \*\.yml or \*\.json"):
         load_connectors(tmp_path)
+
+
+def _heartbeat(folder: Path, config: dict[str, Any]) -> None:
+    kafka_connector(folder / "heartbeat.yml", "my-heartbeat-connector", "MirrorHeartbeatConnector", config)
+
+
+def test_the_heartbeat_connectors_client_overrides_are_the_heartbeat_producers_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN the seed's heartbeat connector, writing to the source cluster, with client settings at three levels
+    folder = the_three(tmp_path / "connectors")
+    _heartbeat(
+        folder,
+        {
+            "source.cluster.alias": "us-west",
+            "target.cluster.alias": "us-east",
+            "target.cluster.bootstrap.servers": SOURCE_BOOTSTRAP,
+            "target.cluster.security.protocol": "SASL_SSL",
+            "target.cluster.client.id": "cluster-level",
+            "target.cluster.refresh.topics.enabled": "false",  # not a client setting: not the producer's
+            "target.producer.client.id": "producer-level",
+            "target.producer.linger.ms": 7,
+            "producer.override.bootstrap.servers": SOURCE_BOOTSTRAP,
+            "producer.override.linger.ms": 9,
+        },
+    )
+    # WHEN read
+    config = load_connectors(folder)
+    flow = Flow("us-west", "us-east")
+    heartbeats = config.client("us-west", "producer", flow, "heartbeats")
+    # THEN the heartbeat producer has them, producer.override.* over target.producer.* over target.cluster.*, to the
+    # source cluster's bootstrap servers
+    assert {k: v for k, (v, _) in heartbeats.items()} == {
+        "bootstrap.servers": SOURCE_BOOTSTRAP,
+        "security.protocol": "SASL_SSL",
+        "client.id": "producer-level",
+        "linger.ms": "9",
+    }
+    # … and no other client of the flow does; nothing warns
+    assert "linger.ms" not in config.client("us-west", "producer", flow)
+    assert config.client("us-east", "producer", flow)["linger.ms"][0] == "25"  # the source connector's
+    assert not config.warnings
+    # … which srm check shows
+    assert main(["check", "--connectors", str(folder)]) == 0
+    shown = [line for line in capsys.readouterr().out.splitlines() if "heartbeats producer" in line]
+    assert shown == [
+        "  us-west heartbeats producer: client.id = producer-level, linger.ms = 9, security.protocol = SASL_SSL"
+    ]
+
+
+def test_a_heartbeat_connector_writing_elsewhere_than_the_source_warns_and_its_overrides_are_left_out(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a heartbeat connector writing to the flow's target (MM2's layout, not Connect-based replication's)
+    folder = the_three(tmp_path / "connectors")
+    _heartbeat(
+        folder,
+        {
+            "source.cluster.alias": "us-west",
+            "target.cluster.alias": "us-east",
+            "target.cluster.bootstrap.servers": TARGET_BOOTSTRAP,
+            "target.cluster.security.protocol": "SSL",
+        },
+    )
+    # WHEN read THEN one warning line says srm writes the heartbeats to the source; the target's settings are not
+    # given to the producer writing there
+    config = load_connectors(folder)
+    [warning] = config.warnings
+    assert "heartbeat.yml" in warning and "is not the source cluster us-west" in warning and "\n" not in warning
+    flow = Flow("us-west", "us-east")
+    assert "security.protocol" not in config.client("us-west", "producer", flow, "heartbeats")

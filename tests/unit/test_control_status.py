@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 
@@ -56,15 +57,19 @@ def test_status_command_prints_a_table_and_json(control: Control, monkeypatch: p
     out = io.StringIO()
     assert cli.main(["status", "--topics"], out=out, err=io.StringIO()) == 0
     text = out.getvalue()
-    header = ["FLOW", "ENABLED", "TOPICS", "LAG", "LAST", "HEARTBEAT", "LATENCY", "LAST", "CHECKPOINT"]
-    assert text.splitlines()[0].split() == header
-    assert "a->b  yes      2       5    " in text and "b->a: source b: cannot list topics: timed out" in text
-    assert "\n  p.one  a.p.one       2           5\n" in text
+    header = ["FLOW", "ENABLED", "TOPICS", "LAG", "OLDEST", "UNREPLICATED", "LAST", "HEARTBEAT", "LATENCY", "LAST"]
+    assert text.splitlines()[0].split()[:10] == header
+    # the fake's oldest unreplicated record of p.one is from 2023: days old
+    assert re.search(r"a->b +yes +2 +5 +\d+d ago ", text) and "b->a: source b: cannot list topics: timed out" in text
+    assert re.search(r"\n  p\.one +a\.p\.one +2 +5 +\d+d ago\n", text)
+    assert re.search(r"\n  p\.two +a\.p\.two +1 +0 +-\n", text)
 
     out = io.StringIO()
     assert cli.main(["status", "--json", "--source", "a", "--target", "b"], out=out, err=io.StringIO()) == 0
     [ab] = json.loads(out.getvalue())
     assert (ab["flow"], ab["topicCount"], ab["lag"]) == ("a->b", 2, 5)
+    assert ab["oldestUnreplicated"] == "2023-11-14T22:13:20Z"
+    assert [t["oldestUnreplicated"] for t in ab["topics"]] == ["2023-11-14T22:13:20Z", None]
 
 
 TRICKY = {

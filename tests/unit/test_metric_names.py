@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 from cfnlint.decode import cfn_yaml
 
+from srm.control.verify import FlowVerification, verify_values
 from srm.core.plans import TopicPlan
+from srm.core.verification import PartitionReport
+from srm.flow import Flow
 from srm.handlers.checkpoint import checkpoint_values
 from srm.handlers.mirror import mirror_values
 from srm.handlers.topic_sync import topic_sync_values
@@ -79,13 +82,22 @@ def every_kind_of_value() -> list[list[tuple[str, float, str | None]]]:
         filtered={"orders": 4},
     )
     checkpoints = CheckpointResult(checkpointed=2, skipped={"unchanged": 1}, latency=Sketch.of([12.0, 30.0]))
-    sample = FlowSample(lag={"orders": 5, "pay": 0}, heartbeat_age_ms=900, heartbeat_latency_ms=20)
+    sample = FlowSample(
+        lag={"orders": 5, "pay": 0},
+        oldest_age_ms={"orders": 400_000, "pay": 0},
+        stalled={"orders": 1_700_000_000_000},
+        heartbeat_age_ms=900,
+        heartbeat_latency_ms=20,
+    )
     sync = TopicSyncResult(TopicPlan(), created=["a.orders"], configs_changed=["a.orders"], acls=AclSyncResult())
     return [
         mirror_values(batch),
         [("ReplicatorFailure", 1, None)],
         checkpoint_values(checkpoints, sample),
         [*topic_sync_values(sync), ("TopicSyncFailures", 0, None)],
+        verify_values(
+            FlowVerification(Flow("a", "b"), [PartitionReport("orders", 0, "a.orders", "offset runs", (0, 9), (0, 9))])
+        ),
     ]
 
 
@@ -134,11 +146,24 @@ def template_metrics() -> list[tuple[str, str, tuple[str, ...]]]:
                 body = body["Fn::Sub"] if isinstance(body, dict) else body
                 for widget in json.loads(body[0] if isinstance(body, list) else body)["widgets"]:
                     for row in widget["properties"].get("metrics", []):
+                        if search := _search(row):
+                            found.append(search)
+                            continue
                         parts = [p for p in row if isinstance(p, str)]
-                        # no search/math expressions and no "..." shorthand: every row names its metric in full
+                        # no math expressions and no "..." shorthand: every row names its metric in full
                         assert len(parts) >= 2 and parts[0] != "..." and len(parts) % 2 == 0, f"{logical_id}: {row}"
                         found.append((parts[0], parts[1], tuple(sorted(parts[2::2]))))
     return found
+
+
+def _search(row: list[Any]) -> tuple[str, str, tuple[str, ...]] | None:
+    """A row that is a CloudWatch search ``SEARCH('{Namespace,Dim,…} MetricName="X" …', …)``: what it finds."""
+    if len(row) != 1 or not isinstance(row[0], dict) or "expression" not in row[0]:
+        return None
+    match = re.fullmatch(r"SEARCH\('\{([^}]*)\} MetricName=\"(\w+)\".*", row[0]["expression"])
+    assert match, f"only searches by schema and metric name are checked here: {row}"
+    namespace, *dimensions = match.group(1).split(",")
+    return namespace, match.group(2), tuple(sorted(dimensions))
 
 
 def test_metrics_in_templates_are_emitted_with_those_dimensions(capsys: pytest.CaptureFixture[str]):
@@ -155,3 +180,25 @@ def test_metrics_in_templates_are_emitted_with_those_dimensions(capsys: pytest.C
 def test_table_attributes_are_kebab_case_and_unique():
     assert len(set(TABLE_ATTRIBUTES)) == len(TABLE_ATTRIBUTES)
     assert all(re.fullmatch(r"[a-z]+(-[a-z]+)*", name) for name in TABLE_ATTRIBUTES)
+
+
+def test_the_checkpoint_function_publishes_each_topics_oldest_unreplicated_age_and_the_stalled_ones():
+    # GIVEN a sample where orders lags 400 s behind (stalled) and pay is caught up
+    sample = FlowSample(
+        lag={"orders": 5, "pay": 0}, oldest_age_ms={"orders": 400_000, "pay": 0}, stalled={"orders": 1_700_000_000_000}
+    )
+    # WHEN its values are made THEN the flow's figure is its worst topic's, and each topic has its own
+    values = [
+        v for v in checkpoint_values(CheckpointResult(), sample) if v[0] in ("OldestUnreplicatedAge", "StalledTopics")
+    ]
+    assert sorted(values, key=str) == sorted(
+        [
+            ("OldestUnreplicatedAge", 400_000, None),
+            ("OldestUnreplicatedAge", 400_000, "orders"),
+            ("OldestUnreplicatedAge", 0, "pay"),
+            ("StalledTopics", 1, None),
+            ("StalledTopics", 1, "orders"),
+            ("StalledTopics", 0, "pay"),
+        ],
+        key=str,
+    )

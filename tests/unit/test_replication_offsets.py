@@ -16,6 +16,7 @@ from srm.core.replication_offsets import (
     PartitionPosition,
     connect_offsets,
     connector_flow,
+    connector_names,
     first_copies,
     parse_connect_offsets,
     parse_datetime,
@@ -112,6 +113,16 @@ def test_connector_names_are_the_flows_and_mirror_source_connector_where_it_is_o
         connector_flow("MirrorSourceConnector", two)
     with pytest.raises(LookupError, match=r"unknown connector 'x': .*a->b, b->a"):
         connector_flow("x", two)
+
+
+def test_a_flow_of_connector_definitions_answers_to_its_source_connectors_name_too() -> None:
+    # GIVEN two flows, one of them defined by connectors whose MirrorSourceConnector is named "west-source"
+    two, names = [Flow("a", "b"), Flow("b", "a")], {Flow("a", "b"): "west-source"}
+    # THEN each is found by its name or its spelling, and listed by its name where it has one
+    assert connector_flow("west-source", two, names) == connector_flow("a->b", two, names) == Flow("a", "b")
+    assert connector_names(two, names) == ["west-source", "b->a"]
+    with pytest.raises(LookupError, match=r"unknown connector 'x': .*west-source, b->a"):
+        connector_flow("x", two, names)
 
 
 def config(**props: str) -> SrmConfig:

@@ -169,6 +169,7 @@ def test_deployed_schedules_alarms_and_api(server: str, flow: DeployedStack) -> 
         "checkpoint-errors",
         "data-loss",
         "mapping-problems",
+        "topic-stalled",
     }
     api = client(server, "apigateway")
     api_id = physical(flow, "MetricsApi")

@@ -8,7 +8,7 @@ from srm.app.base import AppBase
 from srm.app.environment import Environment
 from srm.core.loops import mirror_skips
 from srm.kafka.clients import consumer_config
-from srm.kafka.readers import quiet_probe
+from srm.kafka.readers import age_probe, quiet_probe
 from srm.replication.checkpoint import CheckpointContext
 
 __all__ = ["CheckpointWiring"]
@@ -45,6 +45,7 @@ class CheckpointWiring(AppBase):
             quiet=quiet_probe(probe_config, skips=mirror_skips(source, target, policy)),
             # a failback's upstream topic is on the target, replicated by the opposite flow, which skips its own
             quiet_back=quiet_probe(back_probe_config, skips=opposite_skips),
+            first_timestamps=age_probe(probe_config),
             metrics=self.metrics,
             emitter=self.env.node_id or self.env.function_name or "",
             active_on_target=self._active_on_target,

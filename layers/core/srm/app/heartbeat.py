@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from srm.app.base import AppBase
+from srm.config.keys import HEARTBEATS_CLIENT
 from srm.flow import Flow
 from srm.replication.heartbeat import HeartbeatContext
 
@@ -25,5 +26,6 @@ class HeartbeatWiring(AppBase):
             Flow(source, target),
             delivery_timeout_ms=settings.mirror_delivery_timeout_ms,
             tag="heartbeats",
+            purpose=HEARTBEATS_CLIENT,  # the heartbeat connector's client overrides, with connector definitions
         )
         return HeartbeatContext(source, target, topic, producer, settings.mirror_delivery_timeout_ms / 1000.0)

@@ -28,6 +28,7 @@ from srm.aws.secrets import secrets_manager_resolver
 from srm.cli.control_edits import register_config, register_filters, register_flows
 from srm.cli.control_failover import register_offsets, register_replication_offsets, register_takeover
 from srm.cli.control_session import PROG, Handler, Parser, Register, Session, UsageError, common_options, flow_args
+from srm.cli.control_verify import register_verify
 from srm.cli.options import add_command, add_json, add_timeout
 from srm.cli.tables import age, flow_nodes, node_lines, table
 from srm.config.store import ConfigConflictError, ConfigStoreError
@@ -87,13 +88,23 @@ def _status(session: Session, args: argparse.Namespace) -> int:
             "yes" if s.enabled else "no",
             "?" if s.topics is None else str(len(s.topics)),
             "?" if s.lag is None else str(s.lag),
+            age(s.oldest_unreplicated_ms, now),
             age(s.last_heartbeat_ms, now),
             "-" if s.heartbeat_latency_ms is None else f"{s.heartbeat_latency_ms} ms",
             age(s.last_checkpoint_ms, now),
         ]
         for s in statuses
     ]
-    headers = ["FLOW", "ENABLED", "TOPICS", "LAG", "LAST HEARTBEAT", "LATENCY", "LAST CHECKPOINT"]
+    headers = [
+        "FLOW",
+        "ENABLED",
+        "TOPICS",
+        "LAG",
+        "OLDEST UNREPLICATED",
+        "LAST HEARTBEAT",
+        "LATENCY",
+        "LAST CHECKPOINT",
+    ]
     session.print(*table(headers, rows))
     for s in statuses:
         session.print(*_problem_lines(s, now))
@@ -136,6 +147,14 @@ def _problem_lines(s: FlowStatus, now: float) -> list[str]:
             f"{age(m.updated_at_ms, now)}): {m.problem}"
         )
     lines += [f"{s.name}: {error}" for error in s.errors]
+    if s.verification_differences:
+        lines.append(
+            f"{s.name}: VERIFICATION found {s.verification_differences} differences between source and target "
+            f"(srm-control verify --source {s.source} --target {s.target} names them)"
+        )
+    if s.verified:  # how far srm-control verify has proven the copy identical
+        through = ", ".join(f"{t}-{p} below {o}" for t, p, o in s.verified)
+        lines.append(f"{s.name}: verified identical: {through}")
     return lines
 
 
@@ -144,8 +163,12 @@ def _topic_lines(status: FlowStatus) -> list[str]:
         return ["  (source not reachable)"]
     if not status.topics:
         return ["  (no topic selected)"]
-    rows = [[t.topic, t.remote, str(t.partitions), "?" if t.lag is None else str(t.lag)] for t in status.topics]
-    return ["  " + line for line in table(["TOPIC", "REMOTE TOPIC", "PARTITIONS", "LAG"], rows)]
+    now = time.time() * 1000
+    rows = [
+        [t.topic, t.remote, str(t.partitions), "?" if t.lag is None else str(t.lag), age(t.oldest_unreplicated_ms, now)]
+        for t in status.topics
+    ]
+    return ["  " + line for line in table(["TOPIC", "REMOTE TOPIC", "PARTITIONS", "LAG", "OLDEST UNREPLICATED"], rows)]
 
 
 COMMANDS: list[Register] = [
@@ -157,6 +180,7 @@ COMMANDS: list[Register] = [
     register_offsets,
     register_takeover,
     register_replication_offsets,
+    register_verify,
 ]
 
 

@@ -20,6 +20,7 @@ if threading.current_thread() is threading.main_thread():  # signal handlers can
 
 import argparse
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,7 +90,16 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("-v", "--verbose", action="store_true", help="also each cluster's client settings")
     add_timeout(check, 5.0)
     takeover = add_command(sub, "takeover", _takeover)
-    takeover.add_argument("--config", required=True, type=Path, help="the config file srm run will be given")
+    _config_arguments(takeover, "the config file srm run will be given")
+    takeover.add_argument(
+        "--worker-config",
+        type=Path,
+        metavar="FILE",
+        help="with --connectors: the Connect cluster's worker config (connect-distributed.properties, or a "
+        "KafkaConnect resource), whose offset.storage.topic on the cluster of its bootstrap.servers holds the "
+        "source connector's offsets (default: connect-offsets, Apache Kafka's connect-distributed.properties, or "
+        "else connect-cluster-offsets, Strimzi's and CSM Operator's default, whichever is on the target)",
+    )
     takeover.add_argument("--source", metavar="ALIAS", help="one flow's source (default: every enabled flow)")
     takeover.add_argument("--target", metavar="ALIAS", help="one flow's target")
     takeover.add_argument(
@@ -137,11 +147,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(e, PermanentError) else 1
     except KeyboardInterrupt:
         return 0 if args.command == "metrics" else 130
+    except BrokenPipeError:  # `srm check … | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit either
+        return 0
 
 
-def _config_arguments(command: argparse.ArgumentParser) -> None:
+def _config_arguments(command: argparse.ArgumentParser, config_help: str = "") -> None:
     given = command.add_mutually_exclusive_group(required=True)
-    given.add_argument("--config", type=Path, metavar="FILE", help="YAML (.yaml/.yml) or MM2 properties (.properties)")
+    given.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=config_help or "YAML (.yaml/.yml) or MM2 properties (.properties)",
+    )
     given.add_argument(
         "--connectors",
         type=Path,
@@ -229,28 +247,43 @@ def _takeover(args: argparse.Namespace) -> int:
     itself)
 
     A partition srm never replicated starts at MirrorMaker 2's committed position (its offsets topic
-    mm2-offsets.<source>.internal on the target), else after its newest offset sync, else at the log start. Prints each
-    partition's start, where it was read and MM2's tail (copies it made past that position, written again). Dry run by
-    default: `srm run` commits the same positions before it starts a mapping.
+    mm2-offsets.<source>.internal on the target; with --connectors, the Connect cluster's offsets topic, the records
+    of the source connector's name), else after its newest offset sync, else at the log start. Prints each
+    partition's start, where it was read and MM2's tail (copies it made past that position, written again). Dry run
+    by default: `srm run` commits the same positions before it starts a mapping (with --connectors, from a default
+    offsets topic only: give --worker-config here for any other).
     """
     import json
 
     from srm.aws.secrets import secrets_manager_resolver
     from srm.cli.tables import takeover_lines
+    from srm.config.connect_worker import WorkerConfig, connect_offsets
     from srm.control.check import require_clusters
     from srm.flow import Flow
     from srm.replication.takeover import take_over
 
-    config = load_file(args.config)
+    if args.worker_config is not None and args.connectors is None:
+        raise ConfigError(
+            "takeover: --worker-config goes with --connectors (MirrorMaker 2 in dedicated mode keeps its offsets in "
+            "mm2-offsets.<source>.internal, read with --config)"
+        )
+    config = _given_config(args)
+    worker = WorkerConfig.read(args.worker_config) if args.worker_config is not None else None
     if bool(args.source) != bool(args.target):
         raise ConfigError("takeover: give both --source and --target, or neither")
     flows = [config.check_flow(args.source, args.target)] if args.source else list(config.enabled_flows())
     missing = sorted(set(flows) - set(config.flows))
     if missing:
-        raise ConfigError(f"no flow {missing[0]} in {args.config}: its flows are {', '.join(map(str, config.flows))}")
+        given = args.config or args.connectors
+        raise ConfigError(f"no flow {missing[0]} in {given}: its flows are {', '.join(map(str, config.flows))}")
+    connect = {f: connect_offsets(config, Flow(*f), worker) if args.connectors else None for f in flows}
     resolver = secrets_manager_resolver(_region())
-    require_clusters(config, sorted({a for f in flows for a in f}), resolver, args.timeout)
-    reports = [take_over(config, Flow(*f), resolver, dry_run=args.dry_run, timeout=args.timeout) for f in flows]
+    clusters = {a for f in flows for a in f} | {c.cluster for c in connect.values() if c is not None}
+    require_clusters(config, sorted(clusters), resolver, args.timeout)
+    reports = [
+        take_over(config, Flow(*f), resolver, dry_run=args.dry_run, timeout=args.timeout, connect=connect[f])
+        for f in flows
+    ]
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
     for report in [] if args.json else reports:

@@ -111,6 +111,13 @@ class FlowSettings(BaseModel):
     # Records purged on the source before they were replicated stop the partition (its batch fails and is retried)
     # instead of being reported and passed over. Named after Spark's Kafka source option: MM2 has no such key.
     fail_on_data_loss: bool = False
+    # A topic one of whose partitions has lagged this long without its committed offset moving is stalled: the
+    # checkpoint function, which samples it, records the stall naming the topic (srm status) and counts it in
+    # ``StalledTopics``, the metric of the TopicStalled alarm. Five minutes: a flowing partition commits every batch.
+    topic_stalled_threshold_seconds: Seconds = 300
+    # Continuous verification: every this many seconds the scheduled function (srm run's scheduler) compares each
+    # partition's newly replicated records with the source (srm-control verify, resumed where it stopped); 0: off.
+    verify_interval_seconds: float = Field(0, ge=0)
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude", mode="before")
     @classmethod

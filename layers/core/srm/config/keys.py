@@ -17,6 +17,7 @@ from srm.flow import Flow
 __all__ = [
     "CLIENT_ROLES",
     "GLOBAL_KEYS",
+    "HEARTBEATS_CLIENT",
     "METRICS_AGGREGATION_INTERVAL",
     "METRICS_API_DEPLOYMENT_NAME",
     "METRICS_API_GATEWAY",
@@ -24,12 +25,15 @@ __all__ = [
     "RESERVED_ALIASES",
     "client_properties",
     "ignored_because",
+    "is_common_client_key",
     "is_known_key",
     "resolve",
     "transform_properties",
 ]
 
 CLIENT_ROLES = ("producer", "consumer", "admin")
+# The purpose of the one client with settings of its own: the producer writing a flow's heartbeats to its source.
+HEARTBEATS_CLIENT = "heartbeats"
 SIDES = ("source", "target")
 
 # Kafka client settings that apply to every client of a cluster without a role prefix (MM2's CLIENT_CONFIG_DEF).
@@ -177,6 +181,7 @@ def client_properties(
     role: str,
     *,
     flow: Flow | None = None,
+    purpose: str | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Kafka client settings for a ``role`` client (producer, consumer, admin) of ``cluster``, as
     ``{client key: (value, defining key)}``. Later layers win:
@@ -186,6 +191,8 @@ def client_properties(
     3. ``<source|target>.<role>.k`` — global, by the cluster's side in the replication
     4. ``<cluster>.k`` (common keys only) and 5. ``<cluster>.<role>.k``
     6. ``<source>-><target>.<role>.k`` and 7. ``<source>-><target>.<source|target>.<role>.k``
+    8. with a ``purpose`` (``heartbeats``): ``<source>-><target>.<purpose>.<role>.k``, that client's own (the heartbeat
+       connector's client overrides, :mod:`srm.config.connectors`)
     """
     if role not in CLIENT_ROLES:
         raise ValueError(f"unknown client role {role!r}")
@@ -199,6 +206,8 @@ def client_properties(
     if flow is not None:
         name = str(Flow(*flow))
         layers += [(f"{name}.{role}.", False), (f"{name}.{side}.{role}.", False)]
+        if purpose:
+            layers.append((f"{name}.{purpose}.{role}.", False))
     result: dict[str, tuple[str, str]] = {}
     for prefix, common_only in layers:
         for full_key, value in props.items():
@@ -219,8 +228,13 @@ def is_known_key(key: str) -> bool:
     return key in SETTING_KEYS or is_transform_key(key) or _is_client_key(key) or ignored_because(key) is not None
 
 
-def _is_common_client_key(key: str) -> bool:
+def is_common_client_key(key: str) -> bool:
+    """A Kafka client setting of every client of a cluster (``bootstrap.servers``, ``security.protocol``, ``ssl.*``,
+    ``sasl.*`` …), whatever its role."""
     return key in _COMMON_CLIENT_KEYS or key.startswith(_COMMON_CLIENT_PREFIXES)
+
+
+_is_common_client_key = is_common_client_key
 
 
 def ignored_because(key: str) -> str | None:
@@ -237,6 +251,9 @@ def _is_client_key(key: str) -> bool:
     head, _, rest = key.partition(".")
     if head in CLIENT_ROLES and rest:
         return True
+    if head == HEARTBEATS_CLIENT:
+        role, _, rest2 = rest.partition(".")
+        return role == "producer" and bool(rest2)
     if head in SIDES:
         role, _, rest2 = rest.partition(".")
         return (role in CLIENT_ROLES and bool(rest2)) or rest.startswith("cluster.")

@@ -346,9 +346,11 @@ class SrmConfig:
         except TransformConfigError as e:
             raise ConfigError(str(e), key=e.key, origin=self.properties.origin(e.key)) from None
 
-    def client(self, alias: str, role: str, flow: Flow | None = None) -> dict[str, tuple[str, str]]:
+    def client(
+        self, alias: str, role: str, flow: Flow | None = None, purpose: str | None = None
+    ) -> dict[str, tuple[str, str]]:
         self.check_alias(alias)
-        return client_properties(self.properties, alias, role, flow=flow)
+        return client_properties(self.properties, alias, role, flow=flow, purpose=purpose)
 
     def start_from(self, source: str, target: str) -> Literal["earliest", "latest"]:
         """Where replication of a source partition with no committed position starts (a new topic, a new

@@ -14,6 +14,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from srm.config.keys import HEARTBEATS_CLIENT
 from srm.config.secrets import MASK, SecretResolver, default_secret_resolver, is_sensitive
 from srm.config.settings import SrmConfig
 from srm.errors import ConfigError
@@ -287,6 +288,15 @@ def _flow_lines(
             if changed:
                 _validate(_KINDS[role], conf, config, alias, role)
                 yield f"  {alias} {role} in this flow: " + ", ".join(f"{k} = {shown(k, conf[k])}" for k in changed)
+    # the heartbeat producer's own settings (a heartbeat connector's client overrides), above the flow's for the source
+    delivery = config.settings(source, target).mirror_delivery_timeout_ms
+    mine = producer_config(config, source, flow, delivery_timeout_ms=delivery, resolver=resolver)
+    beats = producer_config(
+        config, source, flow, delivery_timeout_ms=delivery, resolver=resolver, purpose=HEARTBEATS_CLIENT
+    )
+    changed = sorted(k for k in beats if k not in mine or beats[k] != mine[k])
+    if changed:
+        yield f"  {source} heartbeats producer: " + ", ".join(f"{k} = {shown(k, beats[k])}" for k in changed)
     if source_topics is not None:
         decision = config.replicate(source, target)
         chosen = [t for t in source_topics if decision(t)]

@@ -43,6 +43,7 @@ MetricName = Literal[
     "record-age-ms",
     "checkpoint-latency-ms",
     "replication-records-lag",
+    "oldest-unreplicated-age-ms",
     "heartbeat-age-ms",
 ]
 # The metrics the API serves (MetricName's, as the metrics table stores them: MM2's and SRM's names) → their unit.
@@ -55,6 +56,7 @@ METRICS: Mapping[str, str] = {
     "record-age-ms": "ms",
     "checkpoint-latency-ms": "ms",
     "replication-records-lag": "records",
+    "oldest-unreplicated-age-ms": "ms",
     "heartbeat-age-ms": "ms",
 }
 DEFAULT_RANGE_MS = 2 * 3_600_000  # as SRM: the last 2 hours

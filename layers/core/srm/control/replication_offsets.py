@@ -10,6 +10,12 @@ for until they are empty, the positions are moved, and the flow is enabled again
 Before a position moves forward, the offsets it skips are recorded in the state as a lost range with a reason, so
 offset translation never maps a group's committed offset there past records the target does not have; moving
 backward replicates records again (duplicates on the target, by design).
+
+An exactly-once flow keeps each partition's position with its transactions too (its offsets topic on the target,
+:mod:`srm.replication.exactly_once`), and leaves out of a batch what that position says was written: a move backward
+rewinds it first, in a transaction of the partition's own ``transactional.id``, which fences the producer a warm
+container may still hold, so that container reads the position back before its next batch. (First: should the
+group's commit then fail, the flow resumes where the group stood, and a lower position there leaves nothing out.)
 """
 
 from __future__ import annotations
@@ -21,18 +27,21 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from srm.config.secrets import SecretResolver
+from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import SrmConfig
 from srm.control.edits import Control, ControlError
 from srm.core.plans import mapping_group_id, plan_topics
 from srm.core.replication_offsets import Move, MoveTo, PartitionPosition, StartFrom, first_copies, plan_moves
+from srm.core.source_offsets import SourceOffset, offsets_topic
 from srm.errors import RetriableError, SrmError
 from srm.flow import Flow
 from srm.kafka.admin import list_topics
-from srm.kafka.clients import admin_config, build
+from srm.kafka.clients import admin_config, build, producer_config
 from srm.kafka.mapping_groups import GroupInUseError, active_members, commit_positions, offsets_at, read_positions
+from srm.kafka.transactions import transactional_id
 from srm.state import StateStore
 
 __all__ = [
@@ -124,6 +133,7 @@ class ReplicationOffsets:
     state: StateStore | None = None  # where skipped ranges are recorded (none: a move forward is refused)
     timeout: float = 30.0
     sleep: Callable[[float], None] = time.sleep
+    resolver: SecretResolver = default_secret_resolver  # for the target's producer (an exactly-once flow's rewind)
 
     @classmethod
     def for_flow(
@@ -131,7 +141,7 @@ class ReplicationOffsets:
     ) -> ReplicationOffsets:
         flow = config.check_flow(source, target)
         admin = build(AdminClient, admin_config(config, source, flow, resolver), config, source, "admin")
-        return cls(config, flow, cast(AdminClient, admin), state, **kw)
+        return cls(config, flow, cast(AdminClient, admin), state, resolver=resolver, **kw)
 
     @property
     def start_from(self) -> StartFrom:
@@ -219,17 +229,12 @@ class ReplicationOffsets:
     ) -> bool:
         """Move every partition of ``moves``: True when the flow was paused for it (and started again).
 
-        Refused while a group has members (ReplicationRunningError) unless ``pause`` is given; a move backward on an
-        exactly-once flow is refused (its position is also kept with its transactions). ``reason`` is recorded with
-        the offsets a move forward skips."""
+        Refused while a group has members (ReplicationRunningError) unless ``pause`` is given; on an exactly-once
+        flow a move backward rewinds the position kept with its transactions too. ``reason`` is recorded with the
+        offsets a move forward skips."""
         moving = [m for m in moves if m.new != m.old]
         if not moving:
             return False
-        if self.config.settings(*self.flow).exactly_once and any(m.replayed for m in moving):
-            raise ControlError(
-                f"{self.flow} is exactly-once: it keeps its source position in its offsets topic too, which a move "
-                "backward does not rewind (only forward moves are supported there)"
-            )
         if any(m.skipped for m in moving) and self.state is None:
             raise ControlError("a move forward records the offsets it skips in the state, which cannot be reached")
         busy = self.members(moving)
@@ -274,6 +279,8 @@ class ReplicationOffsets:
             if skipped is not None:
                 assert self.state is not None
                 self.state.record_loss(source, target, m.topic, m.partition, *skipped, reason=f"{reason} at {at}")
+        if self.config.settings(source, target).exactly_once:
+            self._rewind_transactions([m for m in moves if m.new < m.start])
         by_group: dict[str, dict[tuple[str, int], int]] = {}
         for m in moves:
             by_group.setdefault(mapping_group_id(source, target, m.topic), {})[(m.topic, m.partition)] = m.new
@@ -284,6 +291,38 @@ class ReplicationOffsets:
                 raise ReplicationRunningError(f"{self.flow}: {e}; nothing more was moved") from None
         for m in moves:
             log.info("%s: %s-%d moved from %s to %d", self.flow, m.topic, m.partition, m.old, m.new)
+
+    def _rewind_transactions(self, moves: Sequence[Move]) -> None:
+        """An exactly-once flow's positions in its offsets topic moved back with ``moves``: each in a transaction of
+        its partition's ``transactional.id`` (the mirror's producer for it fenced, see the module's docstring)."""
+        if not moves:
+            return
+        source, target = self.flow
+        settings = self.config.settings(source, target)
+        conf = producer_config(
+            self.config,
+            target,
+            self.flow,
+            delivery_timeout_ms=settings.mirror_delivery_timeout_ms,
+            resolver=self.resolver,
+        )
+        topic = offsets_topic(source)
+        for m in moves:
+            offset = SourceOffset(source, m.topic, m.partition, m.new - 1)  # its last replicated: none past the move
+            producer = Producer({**conf, "transactional.id": transactional_id(source, target, m.topic, m.partition)})
+            try:
+                producer.init_transactions(self.timeout)
+                producer.begin_transaction()
+                producer.produce(topic, offset.value(), offset.key())
+                producer.commit_transaction(self.timeout)
+            except KafkaException as e:
+                raise RetriableError(
+                    f"{self.flow}: cannot move {m.topic}-{m.partition}'s exactly-once position in {topic} on "
+                    f"{target}: {e.args[0].str()}; no group position was moved: run the move again"
+                ) from None
+            finally:
+                producer.flush(0)
+            log.info("%s: %s-%d exactly-once position in %s moved to %d", self.flow, m.topic, m.partition, topic, m.new)
 
 
 def _names(topics: Mapping[str, int]) -> str:

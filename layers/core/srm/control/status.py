@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, plan_topics
+from srm.core.verification import verified_positions
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError
@@ -31,6 +32,7 @@ class TopicStatus:
     remote: str
     partitions: int
     lag: int | None  # records on the source not yet committed by the topic's event source mapping
+    oldest_unreplicated_ms: int | None = None  # the timestamp of its oldest record not yet replicated (None: none)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class FlowStatus:
     resets: tuple[ResetRecord, ...] = ()  # source partitions that started over
     # event source mappings Lambda reported a problem of at the last topic sync (authentication, network…)
     mapping_problems: tuple[EventSourceMappingRecord, ...] = ()
+    # per source partition, the next upstream offset srm-control verify has not verified identical yet
+    verified: tuple[tuple[str, int, int], ...] = ()
+    verification_differences: int | None = None  # what continuous verification's last run found (None: none ran)
 
     @property
     def name(self) -> str:
@@ -70,6 +75,11 @@ class FlowStatus:
             return None
         return sum(t.lag or 0 for t in self.topics)
 
+    @property
+    def oldest_unreplicated_ms(self) -> int | None:
+        """The timestamp of the oldest record any of its topics has not replicated yet (None: none found)."""
+        return min((t.oldest_unreplicated_ms for t in self.topics or () if t.oldest_unreplicated_ms), default=None)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "flow": self.name,
@@ -78,6 +88,7 @@ class FlowStatus:
             "enabled": self.enabled,
             "topicCount": None if self.topics is None else len(self.topics),
             "lag": self.lag,
+            "oldestUnreplicated": _iso(self.oldest_unreplicated_ms),
             "topicsFrom": self.topics_from,
             "lastHeartbeat": _iso(self.last_heartbeat_ms),
             "heartbeatLatencyMs": self.heartbeat_latency_ms,
@@ -85,9 +96,17 @@ class FlowStatus:
             "topics": None
             if self.topics is None
             else [
-                {"topic": t.topic, "remoteTopic": t.remote, "partitions": t.partitions, "lag": t.lag}
+                {
+                    "topic": t.topic,
+                    "remoteTopic": t.remote,
+                    "partitions": t.partitions,
+                    "lag": t.lag,
+                    "oldestUnreplicated": _iso(t.oldest_unreplicated_ms),
+                }
                 for t in self.topics
             ],
+            "verifiedThrough": [{"topic": t, "partition": p, "nextOffset": o} for t, p, o in self.verified],
+            "verificationDifferences": self.verification_differences,
             "stalled": [{"what": s.what, "since": _iso(s.since_ms), "reason": s.reason} for s in self.stalled],
             "dataLoss": [
                 {
@@ -145,6 +164,10 @@ class StatusProbe(Protocol):
 
     def lag(self, config: SrmConfig, source: str, target: str, topics: Mapping[str, int]) -> dict[str, int | None]: ...
 
+    def oldest_unreplicated(self, config: SrmConfig, source: str, target: str) -> dict[str, int]:
+        """Per topic, the timestamp of its oldest record not yet replicated (asked after :meth:`lag`)."""
+        ...
+
     def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None: ...
 
     def last_checkpoint(self, config: SrmConfig, source: str, target: str) -> int | None: ...
@@ -189,11 +212,13 @@ def flow_status(
     if selected is not None:
         data = {t: rp for t, rp in sorted(selected.items()) if not policy.is_heartbeats_topic(t)}
         lags: dict[str, int | None] = {}
+        oldest: dict[str, int] = {}
         try:
             lags = probe.lag(config, source, target, {t: p for t, (_, p) in data.items()}) if data else {}
+            oldest = probe.oldest_unreplicated(config, source, target) if any(lags.values()) else {}
         except _PROBE_ERRORS as e:
             errors.append(f"source {source}: {_reason(e)}")
-        topics = tuple(TopicStatus(t, remote, p, lags.get(t)) for t, (remote, p) in data.items())
+        topics = tuple(TopicStatus(t, remote, p, lags.get(t), oldest.get(t)) for t, (remote, p) in data.items())
     heartbeat, checkpoint = _fact(facts, "heartbeat_ms"), _fact(facts, "last_checkpoint_ms")
     try:
         if heartbeat is None:
@@ -216,6 +241,8 @@ def flow_status(
         losses=losses,
         resets=resets,
         mapping_problems=problems,
+        verified=tuple((t, p, up) for (t, p), (up, _) in sorted(verified_positions(facts).items())),
+        verification_differences=_count(facts, "verification_differences"),
     )
 
 
@@ -231,19 +258,31 @@ def member_stalls(nodes: Nodes, source: str, target: str) -> tuple[Stall, ...]:
 
 def _stalls(facts: Mapping[str, int | str]) -> tuple[Stall, ...]:
     """The ``stalled`` facts the local workers' watchdogs record, one per node (``stalled@<node>``; JSON: what →
-    since, reason); a fact that cannot be read is left out. With several nodes, each stall names its node."""
+    since, reason), and the topics the checkpoint function found stalled (``topics_stalled``: topic → since, reason);
+    a fact that cannot be read is left out. With several nodes, each stall names its node."""
     recorded = {name: value for name, value in facts.items() if name == "stalled" or name.startswith("stalled@")}
     found: list[Stall] = []
     for name, value in sorted(recorded.items()):
         node = name.partition("@")[2]
-        try:
-            stalls = json.loads(str(value or "{}"))
-            for what, s in sorted(stalls.items()):
-                label = f"{what} on node {node}" if node and len(recorded) > 1 else what
-                found.append(Stall(label, int(s["since"]), str(s["reason"])))
-        except (ValueError, TypeError, KeyError, AttributeError):
-            continue
+        for what, since, reason in _stall_entries(value):
+            label = f"{what} on node {node}" if node and len(recorded) > 1 else what
+            found.append(Stall(label, since, reason))
+    found += [
+        Stall(f"topic {topic}", since, reason) for topic, since, reason in _stall_entries(facts.get("topics_stalled"))
+    ]
     return tuple(found)
+
+
+def _stall_entries(value: int | str | None) -> list[tuple[str, int, str]]:
+    try:
+        return [(what, int(s["since"]), str(s["reason"])) for what, s in sorted(json.loads(str(value or "{}")).items())]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
+
+
+def _count(facts: Mapping[str, int | str], name: str) -> int | None:
+    value = facts.get(name)
+    return value if isinstance(value, int) and value >= 0 else None
 
 
 def _fact(facts: Mapping[str, int | str], name: str) -> int | None:

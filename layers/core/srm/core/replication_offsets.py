@@ -42,6 +42,7 @@ __all__ = [
     "StartFrom",
     "connect_offsets",
     "connector_flow",
+    "connector_names",
     "first_copies",
     "parse_connect_offsets",
     "parse_datetime",
@@ -187,21 +188,35 @@ class ConnectOffsetsError(ValueError):
     """A Connect offsets request srm cannot apply (its message says why)."""
 
 
-def connector_flow(name: str, flows: Sequence[Flow]) -> Flow:
-    """The flow a connector name means: ``<source>-><target>`` (the flow's own spelling), or ``MirrorSourceConnector``
-    where there is one flow, as in a Connect cluster of MirrorMaker 2's dedicated mode, which runs that connector
-    once per flow. LookupError (its message lists the names) otherwise."""
+def connector_flow(name: str, flows: Sequence[Flow], names: Mapping[Flow, str] | None = None) -> Flow:
+    """The flow a connector name means: ``<source>-><target>`` (the flow's own spelling), the name of the flow's
+    MirrorSourceConnector where ``names`` gives one (a flow of connector definitions: a Connect script keeps using
+    it), or ``MirrorSourceConnector`` where there is one flow, as in a Connect cluster of MirrorMaker 2's dedicated
+    mode, which runs that connector once per flow. LookupError (its message lists the names) otherwise."""
+    names = names or {}
     for flow in flows:
         if name == str(flow):
             return flow
+    for flow in flows:
+        if names.get(flow) == name:
+            return flow
     if name == CONNECTOR_CLASS and len(flows) == 1:
         return flows[0]
-    names = ", ".join(str(f) for f in flows) or "none"
+    listed = ", ".join(connector_names(flows, names)) or "none"
     if name == CONNECTOR_CLASS:
         raise LookupError(
-            f"connector {name} is ambiguous here: {len(flows)} flows; name one as <source>-><target>: {names}"
+            f"connector {name} is ambiguous here: {len(flows)} flows; name one as <source>-><target>: {listed}"
         )
-    raise LookupError(f"unknown connector {name!r}: connectors are named after their flow, <source>-><target>: {names}")
+    raise LookupError(
+        f"unknown connector {name!r}: connectors are named after their flow, <source>-><target>, or as their "
+        f"definitions name them: {listed}"
+    )
+
+
+def connector_names(flows: Sequence[Flow], names: Mapping[Flow, str] | None = None) -> list[str]:
+    """``GET /connectors``: each flow's MirrorSourceConnector by name, as Kafka Connect lists its connectors: the
+    name its definition gives, else ``<source>-><target>``."""
+    return [(names or {}).get(flow) or str(flow) for flow in flows]
 
 
 def connect_offsets(source: str, positions: Iterable[PartitionPosition]) -> dict[str, Any]:

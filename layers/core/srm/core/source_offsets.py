@@ -46,11 +46,13 @@ def source_offset_key(source: str, topic: str, partition: int) -> bytes:
     return json.dumps([CONNECTOR, partition_map], separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def parse_source_partition(key: bytes) -> tuple[str, str, int] | None:
-    """``(source, topic, partition)`` of a MirrorSourceConnector key; None for any other key."""
+def parse_source_partition(key: bytes, connector: str = CONNECTOR) -> tuple[str, str, int] | None:
+    """``(source, topic, partition)`` of a MirrorSourceConnector key; None for any other key. ``connector`` is the
+    connector's name: ``MirrorSourceConnector`` in dedicated mode, the one its definition gives in a Connect
+    cluster (whose offsets topic holds every connector's offsets)."""
     try:
         name, partition_map = json.loads(key)
-        if name != CONNECTOR:
+        if name != connector:
             return None
         return str(partition_map["cluster"]), str(partition_map["topic"]), int(partition_map["partition"])
     except (ValueError, TypeError, KeyError):
@@ -83,10 +85,10 @@ class SourceOffset:
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
-    def parse(cls, key: bytes, value: bytes | None) -> SourceOffset | None:
+    def parse(cls, key: bytes, value: bytes | None, connector: str = CONNECTOR) -> SourceOffset | None:
         """The offset a record holds; None for a tombstone or another connector's record. Raises SourceOffsetError
         for a MirrorSourceConnector record whose value cannot be read."""
-        where = parse_source_partition(key)
+        where = parse_source_partition(key, connector)
         if where is None or value is None:
             return None
         try:

@@ -44,6 +44,11 @@ def checkpoint_values(result: CheckpointResult, sample: FlowSample | None) -> li
     if sample is not None:
         values.append(("MessageLag", sum(sample.lag.values()), None))
         values += [("MessageLag", lag, topic) for topic, lag in sample.lag.items()]
+        if sample.oldest_age_ms:
+            values.append(("OldestUnreplicatedAge", max(sample.oldest_age_ms.values()), None))
+            values += [("OldestUnreplicatedAge", age, topic) for topic, age in sample.oldest_age_ms.items()]
+        values.append(("StalledTopics", len(sample.stalled), None))
+        values += [("StalledTopics", 1 if topic in sample.stalled else 0, topic) for topic in sample.lag]
         if sample.heartbeat_age_ms is not None:
             values.append(("HeartbeatAge", sample.heartbeat_age_ms, None))
         if sample.heartbeat_latency_ms is not None:

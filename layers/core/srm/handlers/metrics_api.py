@@ -28,6 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
 from srm.app.metrics_api import MetricsApiWiring
+from srm.config.connectors import source_connector_names
 from srm.config.settings import SrmConfig
 from srm.control.edits import ControlError
 from srm.control.metrics import (
@@ -49,6 +50,7 @@ from srm.core.replication_offsets import (
     MoveTo,
     connect_offsets,
     connector_flow,
+    connector_names,
     parse_connect_offsets,
 )
 from srm.errors import SrmError
@@ -65,8 +67,9 @@ ROUTES = (
     "/v2/partition-metrics/<source>/<target>/<upstreamTopic>/<partition>/<metric>",
     "/v2/nodes",
 )
+CONNECTORS = "/connectors"  # Kafka Connect's list of connectors: the flows' MirrorSourceConnectors
 CONNECTOR_OFFSETS = "/connectors/<name>/offsets"  # Kafka Connect's offsets API (KIP-875)
-METHODS = {**dict.fromkeys(ROUTES, ("GET",)), CONNECTOR_OFFSETS: ("GET", "PATCH", "DELETE")}
+METHODS = {**dict.fromkeys((*ROUTES, CONNECTORS), ("GET",)), CONNECTOR_OFFSETS: ("GET", "PATCH", "DELETE")}
 OFFSETS_TIMEOUT_S = 10.0  # API Gateway answers within 29 s; a move may ask the source several times
 TITLE = "serverless-srm metrics API"
 VERSION = "2"
@@ -297,7 +300,23 @@ class OffsetsChanged(BaseModel):
     partitions: list[MovedPartition]
 
 
-ConnectorName = Annotated[str, Path(description="`<source>-><target>`, or `MirrorSourceConnector` where one flow runs")]
+ConnectorName = Annotated[
+    str,
+    Path(
+        description="`<source>-><target>`, the flow's MirrorSourceConnector's name in its connector definitions, or "
+        "`MirrorSourceConnector` where one flow runs"
+    ),
+]
+
+
+@api.get(
+    CONNECTORS,
+    summary="The flows' MirrorSourceConnectors by name, as Kafka Connect lists its connectors: the name their "
+    "connector definitions give, else <source>-><target>",
+)
+def connectors() -> list[str]:
+    config = MetricsApiWiring.current().config()
+    return connector_names(config.flows, source_connector_names(config))
 
 
 def _connector(name: str) -> ReplicationOffsets:
@@ -305,11 +324,11 @@ def _connector(name: str) -> ReplicationOffsets:
     app = MetricsApiWiring.current()
     config = app.config()
     try:
-        flow = connector_flow(name, config.flows)
+        flow = connector_flow(name, config.flows, source_connector_names(config))
     except LookupError as e:
         raise NotFoundError(str(e)) from None
     admin = app.kafka.admin(config, flow.source, flow)
-    return ReplicationOffsets(config, flow, admin, app.state, timeout=OFFSETS_TIMEOUT_S)
+    return ReplicationOffsets(config, flow, admin, app.state, timeout=OFFSETS_TIMEOUT_S, resolver=app.kafka.resolver)
 
 
 def _changed(offsets: ReplicationOffsets, moves: list[Move], message: str) -> OffsetsChanged:

@@ -60,9 +60,11 @@ def producer_config(
     *,
     delivery_timeout_ms: int,
     resolver: SecretResolver = default_secret_resolver,
+    purpose: str | None = None,
 ) -> dict[str, Any]:
-    """An idempotent, acks=all producer: every acknowledged record is durable and in order."""
-    base = librdkafka_config(config.client(alias, "producer", flow), config, resolver)
+    """An idempotent, acks=all producer: every acknowledged record is durable and in order. ``purpose``: the
+    producer's own settings layer (``heartbeats``), above the flow's."""
+    base = librdkafka_config(config.client(alias, "producer", flow, purpose), config, resolver)
     defaults = {
         "linger.ms": "5",
         "batch.num.messages": "10000",
@@ -341,9 +343,19 @@ class KafkaClients:
             return client
 
     def producer(
-        self, config: SrmConfig, alias: str, flow: Flow | None, *, delivery_timeout_ms: int, tag: str = ""
+        self,
+        config: SrmConfig,
+        alias: str,
+        flow: Flow | None,
+        *,
+        delivery_timeout_ms: int,
+        tag: str = "",
+        purpose: str | None = None,
     ) -> Producer:
-        conf = producer_config(config, alias, flow, delivery_timeout_ms=delivery_timeout_ms, resolver=self.resolver)
+        """A cached producer of ``alias``, one per ``tag``; ``purpose``: its own settings layer (``heartbeats``)."""
+        conf = producer_config(
+            config, alias, flow, delivery_timeout_ms=delivery_timeout_ms, resolver=self.resolver, purpose=purpose
+        )
         return self._get(_Producer, "producer", alias, conf, config, tag)
 
     def admin(self, config: SrmConfig, alias: str, flow: Flow | None = None) -> AdminClient:

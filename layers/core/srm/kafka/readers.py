@@ -1,9 +1,10 @@
-"""Reading records back: whether a range of a partition holds anything deliverable (the quiet probe), and the tails
-``srm-control status`` reads."""
+"""Reading records back: whether a range of a partition holds anything deliverable (the quiet probe), the first record
+not yet replicated of each lagging partition (the age probe), and the tails ``srm-control status`` reads."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,7 +24,7 @@ from srm.kafka.clients import admin_config, build, consumer_config
 from srm.mm2.client import read_to_end
 from srm.mm2.formats import FormatError, Heartbeat
 
-__all__ = ["KafkaStatusProbe", "quiet_probe"]
+__all__ = ["KafkaStatusProbe", "age_probe", "quiet_probe"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,43 @@ def quiet_probe(
     return probe
 
 
+def age_probe(
+    consumer_config: dict[str, str], timeout: float = 5.0
+) -> Callable[[Mapping[tuple[str, int], tuple[int, int]]], dict[tuple[str, int], int]]:
+    """Reads the first record of each partition's ``[start, end)`` (``start`` OFFSET_BEGINNING: the log start) with
+    the mirror's isolation level and answers its timestamp: for the range a mapping has not committed yet, the oldest
+    record not yet replicated. A partition is paused once its first record is read, so a long backlog costs one
+    fetch; a partition not read in time is left out of the answer."""
+
+    def probe(ranges: Mapping[tuple[str, int], tuple[int, int]]) -> dict[tuple[str, int], int]:
+        found: dict[tuple[str, int], int] = {}
+        left = {tp: end for tp, (start, end) in ranges.items() if end > start}
+        if not left:
+            return found
+        consumer = Consumer({**consumer_config, "enable.auto.commit": "false"})
+        deadline = time.monotonic() + timeout
+        try:
+            consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in left])
+            while left and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    tp = (msg.topic() or "", msg.partition() or 0)
+                    if left.pop(tp, None) is not None:
+                        found[tp] = msg.timestamp()[1]
+                        consumer.pause([TopicPartition(*tp)])
+                # a range of transaction markers or aborted records only holds nothing to wait for
+                for position in consumer.position([TopicPartition(t, p) for t, p in left]):
+                    if position.offset >= left.get((position.topic, position.partition), 0):
+                        left.pop((position.topic, position.partition), None)
+        except KafkaException as e:
+            log.info("the oldest unreplicated records not read: %s", e)
+        finally:
+            consumer.close()
+        return found
+
+    return probe
+
+
 class KafkaStatusProbe:
     """:class:`StatusProbe` over the clusters' own APIs. It only reads: listing offsets and a group's committed
     offsets joins no group, and tails are read by assignment without committing."""
@@ -68,6 +106,8 @@ class KafkaStatusProbe:
         self._topics: dict[str, dict[str, TopicInfo]] = {}
         self._admins: dict[str, AdminClient] = {}
         self._unreachable: dict[str, Exception] = {}
+        # per flow, the source range each lagging partition's mapping has not committed yet (what lag() found)
+        self._lagging: dict[tuple[str, str], dict[tuple[str, int], tuple[int, int]]] = {}
 
     def _admin(self, config: SrmConfig, alias: str) -> AdminClient:
         if alias not in self._admins:
@@ -99,6 +139,7 @@ class KafkaStatusProbe:
             request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(n)])
             committed[topic] = admin.list_consumer_group_offsets([request], request_timeout=self._timeout)[group]
         result: dict[str, int | None] = {}
+        lagging = self._lagging.setdefault((source, target), {})
         for topic, n in topics.items():
             try:
                 done = {tp.partition: tp.offset for tp in committed[topic].result(self._timeout).topic_partitions}
@@ -108,12 +149,30 @@ class KafkaStatusProbe:
                     low = earliest[tp].result(self._timeout).offset
                     high = latest[tp].result(self._timeout).offset
                     # Nothing committed yet: the mapping starts at the log start; records below it are gone anyway.
-                    lag += max(0, high - max(done.get(p, -1), low))
+                    start = max(done.get(p, -1), low)
+                    lag += max(0, high - start)
+                    if high > start:
+                        lagging[(topic, p)] = (start, high)
                 result[topic] = lag
             except (KafkaException, OSError) as e:
                 log.info("lag of %s unknown: %s", topic, e)
                 result[topic] = None
         return result
+
+    def oldest_unreplicated(self, config: SrmConfig, source: str, target: str) -> dict[str, int]:
+        """Per topic, the timestamp of the oldest record not yet replicated, in the lagging partitions :meth:`lag`
+        found (a topic nothing lags in is left out)."""
+        lagging = self._lagging.get((source, target))
+        if not lagging or source in self._unreachable:
+            return {}
+        conf = consumer_config(
+            config, source, Flow(source, target), group_id="srm-control-status", resolver=self._resolver
+        )
+        found = age_probe({**conf, **self._QUIET}, timeout=self._timeout)(lagging)
+        oldest: dict[str, int] = {}
+        for (topic, _), timestamp in found.items():
+            oldest[topic] = min(oldest.get(topic, timestamp), timestamp)
+        return oldest
 
     def last_heartbeat(self, config: SrmConfig, source: str, target: str) -> int | None:
         policy = config.policy(source, target)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from srm.core.source_offsets import SourceOffset, SourceOffsetError, parse_source_partition
+from srm.core.source_offsets import CONNECTOR, SourceOffset, SourceOffsetError, parse_source_partition
 from srm.errors import RetriableError
 from srm.mm2.client import read_to_end
 
@@ -111,6 +111,7 @@ def read_source_offsets(
     topic: str,
     wanted: Iterable[tuple[str, str, int]],
     timeout_s: float,
+    connector: str = CONNECTOR,
 ) -> dict[tuple[str, int], SourceOffset]:
     """The newest committed offset of each wanted ``(source, topic, partition)`` in the offsets ``topic``, by
     (topic, partition). Read ``read_committed`` from the log start up to the high watermark seen when called: every
@@ -141,11 +142,11 @@ def read_source_offsets(
             ends.close()
         # Short polls: the topic holds a few records per partition replicated, and a long one waits out its timeout.
         for msg in read_to_end(consumer, ranges, timeout_s, poll_s=0.02):
-            where = parse_source_partition(msg.key() or b"")
+            where = parse_source_partition(msg.key() or b"", connector)
             if where not in wanted_keys:
                 continue  # another flow's, or another connector's
             try:
-                offset = SourceOffset.parse(msg.key() or b"", msg.value())
+                offset = SourceOffset.parse(msg.key() or b"", msg.value(), connector)
             except SourceOffsetError as e:
                 raise TransactionError(f"{topic}@{msg.partition()}:{msg.offset()}: {e}") from None
             if offset is None:

@@ -10,10 +10,9 @@ With the state in Kafka, the workers of every node send their raw records to one
 
 One SparkSession lives as long as the process, so the JVM starts once, mapping the driver's class-data archive when
 ``make install`` wrote one (``python -m srm.local.aggregator archive``: the classes an aggregation loads, a start of
-a third of the CPU). It is bounded: ``local[1]`` (one core of the
-machine's, the workers keep the rest), driver memory ``SRM_SPARK_DRIVER_MEMORY`` (default 512m: a minute of raw
-files of a busy local flow is a few MB; the job reads files whole, so a file must fit — FileSink caps them at
-16 MiB), no UI. Environment: ``SRM_METRICS_DIR`` (raw files under ``raw/``, the manifest beside them),
+a third of the CPU). It is bounded: ``local[1]`` (one core of the machine's, the workers keep the rest), driver
+memory ``SRM_SPARK_DRIVER_MEMORY`` (default 512m: a run reads only what arrived since the last, line by line), no
+UI. Environment: ``SRM_METRICS_DIR`` (raw files under ``raw/``, the manifest and partials beside them),
 ``SRM_METRICS_INTERVAL_SECONDS``, and where the stores are (:mod:`srm.app.environment`).
 """
 
@@ -75,6 +74,12 @@ def spark_session(
         .config("spark.sql.session.timeZone", "UTC")
         # Small inputs, new plans every run: compiling whole-stage code costs more than it saves.
         .config("spark.sql.codegen.wholeStage", "false")
+        # The status store keeps every job's and query's plan (1,000 queries by default) even without the UI: in a
+        # session kept for a node's whole life that grows with every run until the heap is spent.
+        .config("spark.sql.ui.retainedExecutions", "10")
+        .config("spark.ui.retainedJobs", "20")
+        .config("spark.ui.retainedStages", "40")
+        .config("spark.ui.retainedTasks", "1000")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

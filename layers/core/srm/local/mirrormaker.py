@@ -2,7 +2,9 @@
 
 ``make bench`` races it; the tests read what it writes and take over from it. It runs as
 ``connect-mirror-maker.sh mm2.properties`` runs it: ``org.apache.kafka.connect.mirror.MirrorMaker`` on the jars of
-:mod:`srm.local.kafka`, logging through the clusters' log4j2 settings into a file of its own, stopped by PID.
+:mod:`srm.local.kafka`, logging through the clusters' log4j2 settings into a file of its own, stopped by PID. Any
+other class of that install (a Kafka Connect worker, for the tests of Connect-based replication) runs the same way
+(:func:`kafka_java_command`, :class:`KafkaJavaProcess`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from pathlib import Path
 from srm.local.clusters import LOG4J2_PROPERTIES, extra_jvm_options
 from srm.local.kafka import libs_dir
 
-__all__ = ["MirrorMaker", "mirror_maker_command"]
+__all__ = ["KafkaJavaProcess", "MirrorMaker", "kafka_java_command", "mirror_maker_command"]
 
 
-def mirror_maker_command(properties: Path, workdir: Path, heap: str = "2g") -> list[str]:
-    """The java command line of one dedicated-mode node (``heap``: connect-mirror-maker.sh's is 2g)."""
+def kafka_java_command(main_class: str, properties: Path, workdir: Path, heap: str) -> list[str]:
+    """The java command line of ``main_class`` of the Kafka install given its ``properties`` file, logging through
+    ``workdir/log4j2.properties``."""
     (workdir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
     java_home = os.environ.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java"
@@ -33,20 +36,25 @@ def mirror_maker_command(properties: Path, workdir: Path, heap: str = "2g") -> l
         f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
         "-cp",
         str(libs_dir() / "*"),
-        "org.apache.kafka.connect.mirror.MirrorMaker",
+        main_class,
         str(properties),
     ]
 
 
-class MirrorMaker:
-    """One dedicated-mode node, started at once; its output goes to ``workdir/mm2.log``."""
+def mirror_maker_command(properties: Path, workdir: Path, heap: str = "2g") -> list[str]:
+    """The java command line of one dedicated-mode node (``heap``: connect-mirror-maker.sh's is 2g)."""
+    return kafka_java_command("org.apache.kafka.connect.mirror.MirrorMaker", properties, workdir, heap)
 
-    def __init__(self, properties: Path, workdir: Path, heap: str = "2g") -> None:
+
+class KafkaJavaProcess:
+    """A JVM of the Kafka install, started at once in a session of its own; its output goes to ``workdir/<log>``."""
+
+    def __init__(self, command: list[str], workdir: Path, log: str) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
-        self.log = workdir / "mm2.log"
+        self.log = workdir / log
         self._log_file = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            mirror_maker_command(properties, workdir, heap),
+            command,
             cwd=workdir,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
@@ -62,8 +70,9 @@ class MirrorMaker:
         return self.log.read_text(errors="replace")
 
     def stop(self, graceful: bool = True, timeout: float = 30.0) -> int | None:
-        """SIGTERM (MM2 then commits its source offsets) or, not ``graceful``, SIGKILL (a crash: what it wrote since
-        its last offset flush is not recorded as replicated). Killed if it has not stopped within ``timeout``."""
+        """SIGTERM (Connect, MM2 included, then commits its source offsets) or, not ``graceful``, SIGKILL (a crash:
+        what it wrote since its last offset flush is not recorded as replicated). Killed if it has not stopped within
+        ``timeout``."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM if graceful else signal.SIGKILL)
             try:
@@ -73,3 +82,11 @@ class MirrorMaker:
                 self.process.wait(10)
         self._log_file.close()
         return self.process.returncode
+
+
+class MirrorMaker(KafkaJavaProcess):
+    """One dedicated-mode node; its output goes to ``workdir/mm2.log``."""
+
+    def __init__(self, properties: Path, workdir: Path, heap: str = "2g") -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(mirror_maker_command(properties, workdir, heap), workdir, "mm2.log")

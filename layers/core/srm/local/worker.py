@@ -311,6 +311,7 @@ def _log_status(source: str, target: str, mappings: Mapping[str, EmulatedMapping
 
 def default_schedule() -> list[Scheduled]:
     from srm.handlers import checkpoint, heartbeat, topic_sync
+    from srm.local.verification import verify_flow
 
     def every(key: str, enabled_key: str | None = None) -> Callable[[SrmConfig], float | None]:
         def interval(config: SrmConfig) -> float | None:
@@ -332,7 +333,14 @@ def default_schedule() -> list[Scheduled]:
             checkpoint.lambda_handler,
             every("emit_checkpoints_interval_seconds", "emit_checkpoints_enabled"),
         ),
+        Scheduled("verify", verify_flow, _verify_interval),
     ]
+
+
+def _verify_interval(config: SrmConfig) -> float | None:
+    """``verify.interval.seconds``; 0 (the default): continuous verification is off."""
+    source, target = App.current().env.flow()
+    return config.settings(source, target).verify_interval_seconds or None
 
 
 def main() -> int:

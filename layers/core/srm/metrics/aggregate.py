@@ -3,7 +3,10 @@
 :func:`parse_lines` turns JSON lines (``file``, ``line``, ``text``) into records typed by the raw schema
 (:mod:`srm.metrics.model.schema`, whose field table this module turns into a Spark schema) and bad lines with a reason.
 :func:`aggregate` turns records into one row per resolution (1 minute, 1 hour), level (partition, topic, flow),
-series and window, with the metrics of :mod:`srm.metrics.table` as snake_case columns.
+series and window, with the metrics of :mod:`srm.metrics.table` as snake_case columns. It is
+:func:`aggregate_partials` of :func:`partials`: the partials of disjoint sets of records merge
+(:func:`merge_partials`) into those of their union, exactly, which is what lets a run aggregate only new records and
+merge them with partials stored by earlier runs (:mod:`srm.metrics.runner`).
 
 How it aggregates, natively (no Python per row):
 
@@ -35,12 +38,16 @@ from srm.metrics.model.series import LEVELS, RESOLUTIONS
 from srm.metrics.model.sketch import GAMMA, ZERO_INDEX
 
 __all__ = [
+    "MINUTE_KEYS",
     "OUTPUT_KEYS",
     "aggregate",
+    "aggregate_partials",
     "bad_of",
     "check_lines",
     "distinct_records",
+    "merge_partials",
     "parse_lines",
+    "partials",
     "raw_schema",
     "read_lines",
     "records_of",
@@ -76,20 +83,14 @@ def raw_schema() -> T.StructType:
 
 
 def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """The lines of JSON-lines files: ``file`` (URI), ``line`` (1-based), ``text``, ``last`` (no newline after it).
+    """The lines of JSON-lines files (plain or ``.gz``): ``file`` (URI), ``line`` (null: see below), ``text``.
 
-    Files are read whole, so line numbers are exact; a writer's files are bounded (``FileSink.max_bytes``,
-    Firehose's buffer size), so a file fits in one row.
+    Read splittably, line by line (Hadoop's line reader: a plain file in blocks, a gzip stream as one stream), so
+    neither a file nor a task's share of it is ever held whole in memory. The price is the line number, which only
+    a whole-file read knows: a bad line is reported by its file and its text instead (``grep`` finds it).
     """
-    files = spark.read.text(list(paths), wholetext=True).select(
-        F.input_file_name().alias("file"), F.split("value", "\n").alias("parts")
-    )
-    # The size is taken once per file: computing it per line would split the whole file again for every line.
-    counted = files.select("file", F.size("parts").alias("count"), "parts")
-    lines = counted.select("file", "count", F.posexplode("parts").alias("pos", "text"))
-    last = F.col("pos") == F.col("count") - 1
-    return lines.where(~(last & (F.col("text") == ""))).select(
-        "file", (F.col("pos") + 1).alias("line"), "text", last.alias("last")
+    return spark.read.text(list(paths)).select(
+        F.input_file_name().alias("file"), F.lit(None).cast("long").alias("line"), F.col("value").alias("text")
     )
 
 
@@ -151,16 +152,15 @@ def _problem() -> Column:
 
 
 def check_lines(lines: DataFrame) -> DataFrame:
-    """Lines (``file``, ``line``, ``text``, ``last``) parsed and checked: the raw schema's columns plus ``file``,
-    ``line``, ``last``, ``reason`` (why the line is bad, null when it is a valid record) and, for bad lines only,
-    the start of ``text``."""
+    """Lines (``file``, ``line``, ``text``) parsed and checked: the raw schema's columns plus ``file``, ``line``,
+    ``reason`` (why the line is bad, null when it is a valid record) and, for bad lines only, the start of
+    ``text``."""
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
-    parsed = lines.select("file", "line", "last", "text", F.from_json("text", raw_schema(), options).alias("j"))
+    parsed = lines.select("file", "line", "text", F.from_json("text", raw_schema(), options).alias("j"))
     reason = _problem()
     return parsed.select(
         "file",
         "line",
-        "last",
         reason.alias("reason"),
         F.when(reason.isNotNull(), F.substring("text", 1, 200)).alias("text"),
         *(f"j.{name}" for name in FIELD_TYPES),
@@ -178,7 +178,7 @@ def bad_of(checked: DataFrame) -> DataFrame:
 
 
 def parse_lines(lines: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(records, bad lines) of lines with ``file``, ``line``, ``text`` and ``last`` columns."""
+    """(records, bad lines) of lines with ``file``, ``line`` and ``text`` columns."""
     checked = check_lines(lines)
     return records_of(checked), bad_of(checked)
 
@@ -256,9 +256,11 @@ def _total(column: str) -> Column:
     return F.aggregate(values, F.lit(0).cast("long"), lambda a, x: a + x)
 
 
-def _scalars(records: DataFrame) -> DataFrame:
-    """Sums, exact sketch stats and last samples: partials per partition and minute, then per (resolution, level)."""
-    partial: list[tuple[str, Column, str]] = [  # (column, value per record, how partials combine)
+# The partial columns of a (partition, minute): (column, value per record, how partials combine). Each is named as
+# the aggregate it feeds, so the same combination merges records into partials, partials into partials, and
+# partials into every (resolution, level).
+def _partial_values() -> list[tuple[str, Column, str]]:
+    partial: list[tuple[str, Column, str]] = [
         ("record_count", F.when(_is("mirror"), F.col("records")), "sum"),
         ("byte_count", F.when(_is("mirror"), F.col("bytes")), "sum"),
         ("replication_failures", F.when(_is("mirror_failure"), F.lit(1).cast("long")), "sum"),
@@ -288,10 +290,81 @@ def _scalars(records: DataFrame) -> DataFrame:
             (f"_{prefix}_max", sketch.max, "max"),
             (f"_{prefix}_sum", sketch.sum, "sum"),
         ]
-    combine = {"sum": F.sum, "min": F.min, "max": F.max}
-    aggs = [combine[how](name).alias(name) for name, _, how in partial]
-    minutes = _minute(records).select(*_SERIES, "window_start", *(value.alias(name) for name, value, _ in partial))
-    return _fan_out(minutes.groupBy(*_SERIES, "window_start").agg(*aggs)).groupBy(*OUTPUT_KEYS).agg(*aggs)
+    return partial
+
+
+_COMBINE = {"sum": F.sum, "min": F.min, "max": F.max}
+# The maps of a partial: merged sketches' bucket counts (index → count, the zero bucket as ``ZERO_INDEX``) and the
+# counts by key, both summed per key when partials merge.
+_MAPS = tuple(f"_{prefix}_b" for prefix, *_ in _DISTRIBUTIONS) + tuple(f"_{name}" for name, *_ in _COUNTS_BY)
+MINUTE_KEYS = (*_SERIES, "window_start")
+
+
+def _scalar_aggs() -> list[Column]:
+    return [_COMBINE[how](name).alias(name) for name, _, how in _partial_values()]
+
+
+def _entries(records: DataFrame) -> DataFrame:
+    """Every record's map entries in long form: (minute keys, ``m`` the partial map's name, ``key``, ``c``)."""
+    rows = []
+    for prefix, kind, field, _ in _DISTRIBUTIONS:
+        sketch = F.col(field)
+        zero = F.array(
+            F.struct(F.lit(str(ZERO_INDEX)).alias("key"), F.coalesce(sketch.z, F.lit(0).cast("long")).alias("c"))
+        )
+        rest = F.transform(F.map_entries(sketch.b), lambda e: F.struct(e.key.alias("key"), e.value.alias("c")))
+        buckets = F.explode(F.filter(F.concat(zero, rest), lambda b: b.c > 0)).alias("e")
+        selected = _minute(records.where(_is(kind) & sketch.isNotNull())).select(
+            *MINUTE_KEYS, F.lit(f"_{prefix}_b").alias("m"), buckets
+        )
+        rows.append(selected.select(*MINUTE_KEYS, "m", "e.key", "e.c"))
+    for name, kind, counts in _COUNTS_BY:
+        exploded = F.explode(counts()).alias("key", "c")
+        rows.append(_minute(records.where(_is(kind))).select(*MINUTE_KEYS, F.lit(f"_{name}").alias("m"), exploded))
+    return functools.reduce(lambda a, b: a.unionByName(b), rows)
+
+
+def _maps_of(entries: DataFrame) -> DataFrame:
+    """Long-form entries summed per key and folded back into one map column per name (null when empty)."""
+    summed = entries.groupBy(*MINUTE_KEYS, "m", "key").agg(F.sum("c").alias("c"))
+    collected = summed.groupBy(*MINUTE_KEYS).agg(
+        *(F.collect_list(F.when(F.col("m") == name, F.struct("key", "c"))).alias(name) for name in _MAPS)
+    )
+    return collected.select(
+        *MINUTE_KEYS, *(F.when(F.size(name) > 0, F.map_from_entries(F.array_sort(name))).alias(name) for name in _MAPS)
+    )
+
+
+def _with_maps(scalars: DataFrame, maps: DataFrame) -> DataFrame:
+    """One row per minute key: the scalars and the maps side by side (a union and a fold, since keys hold nulls)."""
+    both = scalars.unionByName(maps, allowMissingColumns=True)
+    columns = [name for name in both.columns if name not in MINUTE_KEYS]
+    return both.groupBy(*MINUTE_KEYS).agg(*(F.first(name, ignorenulls=True).alias(name) for name in columns))
+
+
+def partials(records: DataFrame) -> DataFrame:
+    """Mergeable partials of records: one row per (source, target, topic, partition, minute) with the sums, mins,
+    maxes and last samples of :func:`_partial_values` and the maps of :data:`_MAPS`.
+
+    Partials of disjoint sets of records merge (:func:`merge_partials`) into the partials of their union, exactly:
+    every column is a sum, a min, a max or a per-key sum. Duplicates (same ``id``) must be removed before.
+    """
+    values = _partial_values()
+    minutes = _minute(records).select(*MINUTE_KEYS, *(value.alias(name) for name, value, _ in values))
+    scalars = minutes.groupBy(*MINUTE_KEYS).agg(*_scalar_aggs())
+    return _with_maps(scalars, _maps_of(_entries(records)))
+
+
+def _map_entries(partial: DataFrame) -> DataFrame:
+    """The maps of partials in long form (as :func:`_entries` gives them for records)."""
+    rows = [partial.select(*MINUTE_KEYS, F.lit(name).alias("m"), F.explode(name).alias("key", "c")) for name in _MAPS]
+    return functools.reduce(lambda a, b: a.unionByName(b), rows)
+
+
+def merge_partials(partial: DataFrame) -> DataFrame:
+    """Partials (several rows per minute key allowed) merged into one row per minute key."""
+    scalars = partial.groupBy(*MINUTE_KEYS).agg(*_scalar_aggs())
+    return _with_maps(scalars, _maps_of(_map_entries(partial)))
 
 
 def _lag_sums(scalars: DataFrame) -> DataFrame:
@@ -307,33 +380,18 @@ def _lag_sums(scalars: DataFrame) -> DataFrame:
     return parts[0].unionByName(parts[1])
 
 
-def _quantile_buckets(records: DataFrame) -> DataFrame:
+def _quantile_buckets(summed: DataFrame) -> DataFrame:
     """Per (resolution, level, series, window): the bucket index of each quantile of each merged sketch."""
-    rows = None
-    for prefix, kind, field, _ in _DISTRIBUTIONS:
-        sketch = F.col(field)
-        zero = F.array(F.struct(F.lit(ZERO_INDEX).alias("i"), F.coalesce(sketch.z, F.lit(0).cast("long")).alias("c")))
-        rest = F.transform(
-            F.map_entries(sketch.b), lambda e: F.struct(e.key.cast("int").alias("i"), e.value.alias("c"))
-        )
-        buckets = _minute(records.where(_is(kind) & sketch.isNotNull())).select(
-            *_SERIES,
-            "window_start",
-            F.lit(prefix).alias("m"),
-            F.explode(F.filter(F.concat(zero, rest), lambda b: b.c > 0)),
-        )
-        rows = buckets if rows is None else rows.unionByName(buckets)
-    assert rows is not None
-    flat = rows.select(*_SERIES, "window_start", "m", "col.i", "col.c")
-    minutes = flat.groupBy(*_SERIES, "window_start", "m", "i").agg(F.sum("c").alias("c"))
-    summed = _fan_out(minutes).groupBy(*OUTPUT_KEYS, "m", "i").agg(F.sum("c").alias("c"))
+    buckets = summed.where(F.col("m").endswith("_b")).select(
+        *OUTPUT_KEYS, "m", F.col("key").cast("int").alias("i"), "c"
+    )
     series = [*OUTPUT_KEYS, "m"]
-    running = summed.withColumn(
+    running = buckets.withColumn(
         "cum", F.sum("c").over(Window.partitionBy(*series).orderBy("i").rowsBetween(Window.unboundedPreceding, 0))
     ).withColumn("n", F.sum("c").over(Window.partitionBy(*series)))
     return running.groupBy(*OUTPUT_KEYS).agg(
         *(
-            F.min(F.when((F.col("m") == prefix) & (F.col("cum") > q * (F.col("n") - 1)), F.col("i"))).alias(
+            F.min(F.when((F.col("m") == f"_{prefix}_b") & (F.col("cum") > q * (F.col("n") - 1)), F.col("i"))).alias(
                 f"_{prefix}_{label}"
             )
             for prefix, *_ in _DISTRIBUTIONS
@@ -342,20 +400,14 @@ def _quantile_buckets(records: DataFrame) -> DataFrame:
     )
 
 
-def _counts_by(records: DataFrame) -> DataFrame:
+def _counts_by(summed: DataFrame) -> DataFrame:
     """The maps of counts (by error class, skip reason, failed step), summed per key."""
-    rows = None
-    for name, kind, counts in _COUNTS_BY:
-        exploded = _minute(records.where(_is(kind))).select(
-            *_SERIES, "window_start", F.lit(name).alias("m"), F.explode(counts()).alias("key", "count")
-        )
-        rows = exploded if rows is None else rows.unionByName(exploded)
-    assert rows is not None
-    minutes = rows.groupBy(*_SERIES, "window_start", "m", "key").agg(F.sum("count").alias("count"))
-    summed = _fan_out(minutes).groupBy(*OUTPUT_KEYS, "m", "key").agg(F.sum("count").alias("count"))
-    collected = summed.groupBy(*OUTPUT_KEYS).agg(
+    counts = summed.where(~F.col("m").endswith("_b"))
+    collected = counts.groupBy(*OUTPUT_KEYS).agg(
         *(
-            F.array_sort(F.collect_list(F.when(F.col("m") == name, F.struct("key", "count")))).alias(name)
+            F.array_sort(
+                F.collect_list(F.when(F.col("m") == f"_{name}", F.struct("key", F.col("c").alias("count"))))
+            ).alias(name)
             for name, *_ in _COUNTS_BY
         )
     )
@@ -392,12 +444,18 @@ def distinct_records(records: DataFrame) -> DataFrame:
 def aggregate(records: DataFrame) -> DataFrame:
     """Aggregates of parsed records: :data:`OUTPUT_KEYS` plus one column per metric (null where no data).
 
-    ``records`` is read several times: cache it when it is expensive to compute. A record delivered twice (same
-    ``id``: Firehose delivers at least once) counts once.
+    A record delivered twice (same ``id``: Firehose delivers at least once) counts once.
     """
-    records = distinct_records(records)
-    scalars = _scalars(records)
-    parts = [scalars, _lag_sums(scalars), _quantile_buckets(records), _counts_by(records)]
+    return aggregate_partials(partials(distinct_records(records)))
+
+
+def aggregate_partials(partial: DataFrame) -> DataFrame:
+    """Aggregates of merged partials (:func:`merge_partials`): every window of every (resolution, level) they
+    cover. ``partial`` is read twice: cache it, or read it from storage, when it is expensive to compute."""
+    scalars = _fan_out(partial.select(*MINUTE_KEYS, *(name for name, *_ in _partial_values())))
+    scalars = scalars.groupBy(*OUTPUT_KEYS).agg(*_scalar_aggs())
+    summed = _fan_out(_map_entries(partial)).groupBy(*OUTPUT_KEYS, "m", "key").agg(F.sum("c").alias("c"))
+    parts = [scalars, _lag_sums(scalars), _quantile_buckets(summed), _counts_by(summed)]
     merged = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
     columns = [name for name in merged.columns if name not in OUTPUT_KEYS]
     rows = merged.groupBy(*OUTPUT_KEYS).agg(*(F.first(name, ignorenulls=True).alias(name) for name in columns))

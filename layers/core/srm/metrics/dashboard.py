@@ -30,6 +30,7 @@ ALARMS = (
     "CheckpointErrorsAlarm",
     "DataLossAlarm",
     "MappingProblemsAlarm",
+    "TopicStalledAlarm",
 )
 WIDTH, HEIGHT = 12, 6  # two graphs a row (the grid is 24 wide)
 
@@ -38,6 +39,14 @@ def _srm(name: str, stat: str, label: str) -> list[Any]:
     if name not in EMF_METRICS:
         raise KeyError(f"{name} is not listed in srm.metrics.model.names.EMF_METRICS")
     return [NAMESPACE, name, "Flow", FLOW, {"stat": stat, "label": label}]
+
+
+def _per_topic(name: str, stat: str) -> list[Any]:
+    """One line per topic of the flow (a CloudWatch search: topics come and go without a template change)."""
+    if name not in EMF_METRICS:
+        raise KeyError(f"{name} is not listed in srm.metrics.model.names.EMF_METRICS")
+    query = f'{{{NAMESPACE},Flow,Topic}} MetricName="{name}" Flow="{FLOW}"'
+    return [{"expression": f"SEARCH('{query}', '{stat}', {PERIOD})", "id": "topics", "label": ""}]
 
 
 def _lambda(name: str, function: str) -> list[Any]:
@@ -76,6 +85,11 @@ def widgets() -> list[dict[str, Any]]:
             "ms",
         ),
         _graph("Lag (records, summed over partitions)", [_srm("MessageLag", "Maximum", "lag")], "records"),
+        _graph(
+            "Oldest record not yet replicated, per topic (a stalled topic's grows)",
+            [_per_topic("OldestUnreplicatedAge", "Maximum")],
+            "ms",
+        ),
         _graph(
             "Heartbeat age (end to end)",
             [

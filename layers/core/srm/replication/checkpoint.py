@@ -8,13 +8,21 @@ are pure (:mod:`srm.core.checkpoints`); this module does the reading and writing
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from srm.config.settings import FlowSettings
@@ -49,6 +57,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# (topic, partition) → [start, end) of the source: the timestamp of each range's first record (left out: unread)
+AgeProbe = Callable[[Mapping[tuple[str, int], tuple[int, int]]], dict[tuple[str, int], int]]
+
 # A checkpoint record's header naming who wrote it: MM2's readers ignore headers; an operator (or a test) tells the
 # emitters apart by it, e.g. that two leaders never wrote at once.
 EMITTER_HEADER = "srm.emitter"
@@ -77,6 +88,8 @@ class CheckpointContext:
     state: StateStore
     quiet: QuietProbe | None = None  # asks the source (see translate_group)
     quiet_back: QuietProbe | None = None  # asks the target, where a failback's upstream topic is
+    # the timestamp of the first record in each (topic, partition)'s [start, end) of the source (see sample_flow)
+    first_timestamps: AgeProbe | None = None
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     metrics: Emitter = field(default_factory=NullEmitter)
     emitter: str = ""  # who writes the checkpoints (a node, a function): their ``srm.emitter`` header
@@ -191,9 +204,13 @@ def _skip(result: CheckpointResult, reason: str) -> None:
 
 @dataclass
 class FlowSample:
-    """What :func:`sample_flow` saw: lag per topic (summed over partitions) and the heartbeat's age and latency."""
+    """What :func:`sample_flow` saw: lag per topic (summed over partitions), the age of each topic's oldest record
+    not yet replicated (its partitions' largest; 0 when none lags), the topics stalled, and the heartbeat's age and
+    latency."""
 
     lag: dict[str, int] = field(default_factory=dict)
+    oldest_age_ms: dict[str, int] = field(default_factory=dict)
+    stalled: dict[str, int] = field(default_factory=dict)  # topic → since when a partition of it has made no progress
     heartbeat_age_ms: int | None = None
     heartbeat_latency_ms: int | None = None
 
@@ -201,11 +218,20 @@ class FlowSample:
 def sample_flow(ctx: CheckpointContext) -> FlowSample:
     """Sample the flow on the checkpoint schedule (a batch event knows no high watermark): per replicated source
     partition, ``replication-records-lag`` = log end − the committed offset of the topic's event source mapping
-    group; and the newest replicated heartbeat's age and latency (from the flow status the mirror keeps)."""
+    group, and how old the first record past that offset is (the oldest not yet replicated, by its timestamp); and
+    the newest replicated heartbeat's age and latency (from the flow status the mirror keeps).
+
+    A topic is stalled when one of its partitions has lagged without its committed offset moving for
+    ``topic.stalled.threshold.seconds``: progress, not the records' timestamps, decides, so a copy of old records
+    (a replay, a chain of flows keeping the original timestamps) is not taken for a stall. Where each lagging
+    partition stood and since when is kept in the flow status (``lagging``: ``topic/partition`` → committed offset,
+    since); the stalled topics too (``topics_stalled``: topic → since, reason)."""
     now = ctx.now_ms()
     sample = FlowSample()
+    status = ctx.state.flow_status(ctx.source, ctx.target)
     mappings = ctx.state.topic_mappings(ctx.source, ctx.target)
     ends = end_offsets(ctx.source_admin, [(t, p) for t, m in mappings.items() for p in range(m.partitions)])
+    lags: list[tuple[str, int, int, int | None, int]] = []
     for topic in sorted(mappings):
         committed = group_offsets(ctx.source_admin, mapping_group_id(ctx.source, ctx.target, topic))
         for (_, partition), end in sorted((k, v) for k, v in ends.items() if k[0] == topic):
@@ -213,19 +239,27 @@ def sample_flow(ctx: CheckpointContext) -> FlowSample:
             # Without a commit the mapping reads from the log start: everything up to the end is still to come.
             lag = max(0, end - (offset if offset is not None else 0))
             sample.lag[topic] = sample.lag.get(topic, 0) + lag
-            ctx.metrics.emit(
-                LagSample(
-                    ts=now,
-                    source=ctx.source,
-                    target=ctx.target,
-                    topic=topic,
-                    partition=partition,
-                    log_end=end,
-                    committed=offset,
-                    lag=lag,
-                )
+            sample.oldest_age_ms.setdefault(topic, 0)
+            lags.append((topic, partition, end, offset, lag))
+    oldest = _oldest_unreplicated(ctx, lags)
+    for topic, partition, end, offset, lag in lags:
+        age = max(0, now - oldest[(topic, partition)]) if (topic, partition) in oldest else None
+        if age is not None:
+            sample.oldest_age_ms[topic] = max(sample.oldest_age_ms[topic], age)
+        ctx.metrics.emit(
+            LagSample(
+                ts=now,
+                source=ctx.source,
+                target=ctx.target,
+                topic=topic,
+                partition=partition,
+                log_end=end,
+                committed=offset,
+                lag=lag,
+                oldest_age_ms=age if age is not None else (0 if lag == 0 else None),
             )
-    status = ctx.state.flow_status(ctx.source, ctx.target)
+        )
+    _record_stalls(ctx, sample, status, [lag for lag in lags if (lag[0], lag[1]) in oldest], now)
     if "heartbeat_ms" in status:
         sample.heartbeat_age_ms = max(0, now - int(status["heartbeat_ms"]))
         latency = status.get("heartbeat_latency_ms")
@@ -240,6 +274,74 @@ def sample_flow(ctx: CheckpointContext) -> FlowSample:
             )
         )
     return sample
+
+
+def _oldest_unreplicated(
+    ctx: CheckpointContext, lags: list[tuple[str, int, int, int | None, int]]
+) -> dict[tuple[str, int], int]:
+    """The timestamp of the first record not yet replicated of each lagging partition (one read of the source for
+    all of them; a partition the probe could not read is left out)."""
+    lagging = {(t, p): (OFFSET_BEGINNING if offset is None else offset, end) for t, p, end, offset, lag in lags if lag}
+    if not lagging or ctx.first_timestamps is None:
+        return {}
+    return ctx.first_timestamps(lagging)
+
+
+def _record_stalls(
+    ctx: CheckpointContext,
+    sample: FlowSample,
+    status: Mapping[str, int | str],
+    lags: list[tuple[str, int, int, int | None, int]],
+    now: int,
+) -> None:
+    """Find the stalled topics among the partitions with a record to replicate past their committed offset (``lags``:
+    one whose lag is only a transaction marker has none, and is never stalled) and note them in the flow status, where
+    ``srm status`` shows them; log when a topic stalls and when it replicates again. Each fact is written only when it
+    changes."""
+    threshold_ms = ctx.settings.topic_stalled_threshold_seconds * 1000
+    before = _json_object(status.get("lagging"))
+    lagging: dict[str, list[int]] = {}
+    stuck: dict[str, list[tuple[int, int, int]]] = {}  # topic → (partition, since, lag) of its stalled partitions
+    for topic, partition, _, offset, lag in lags:
+        if not lag:
+            continue
+        position = -1 if offset is None else offset
+        seen = before.get(f"{topic}/{partition}")
+        since = int(seen[1]) if isinstance(seen, list) and len(seen) == 2 and seen[0] == position else now
+        lagging[f"{topic}/{partition}"] = [position, since]
+        if now - since >= threshold_ms:
+            stuck.setdefault(topic, []).append((partition, since, lag))
+    stalled = {}
+    for topic, partitions in sorted(stuck.items()):
+        since = min(s for _, s, _ in partitions)
+        sample.stalled[topic] = since
+        named = ", ".join(f"{p} ({lag} records behind)" for p, _, lag in partitions)
+        stalled[topic] = {
+            "since": since,
+            "reason": f"no record replicated for {(now - since) / 1000:.0f}s from partition(s) {named}; its oldest "
+            f"record not yet replicated is {sample.oldest_age_ms[topic] / 1000:.0f}s old "
+            f"(topic.stalled.threshold.seconds = {threshold_ms / 1000:g})",
+        }
+    facts: dict[str, int | str] = {
+        "lagging": json.dumps(lagging, sort_keys=True) if lagging else "",
+        "topics_stalled": json.dumps(stalled, sort_keys=True) if stalled else "",
+    }
+    changed = {name: value for name, value in facts.items() if status.get(name, "") != value}
+    if changed:
+        ctx.state.update_flow_status(ctx.source, ctx.target, **changed)
+    was = set(_json_object(status.get("topics_stalled")))
+    for topic in sorted(set(stalled) - was):
+        log.warning("%s->%s: topic %s stalled: %s", ctx.source, ctx.target, topic, stalled[topic]["reason"])
+    for topic in sorted(was - set(stalled)):
+        log.info("%s->%s: topic %s replicates again", ctx.source, ctx.target, topic)
+
+
+def _json_object(value: int | str | None) -> dict[str, object]:
+    try:
+        found = json.loads(str(value or "{}"))
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _sync_due(ctx: CheckpointContext, now: int) -> bool:

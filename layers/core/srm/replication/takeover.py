@@ -5,7 +5,9 @@ created, each of its partitions the mapping's group has no committed offset for 
 one on the source, where MM2 stood:
 
 1. MM2's committed source position, from its Connect offsets topic (``mm2-offsets.<source>.internal`` on the
-   target in dedicated mode): the record after the last one MM2 recorded as replicated, where MM2 itself resumes;
+   target in dedicated mode; with connector definitions, the Connect cluster's offsets topic, its records keyed by
+   the MirrorSourceConnector's name, see :mod:`srm.config.connect_worker`): the record after the last one MM2
+   recorded as replicated, where MM2 itself resumes;
 2. else MM2's newest offset sync of the partition (its offset-syncs topic): the record after the synced one;
 3. else nothing is committed and the mapping starts at the log start, as it always does.
 
@@ -28,11 +30,13 @@ from typing import Any, Literal, TypeVar, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from srm.config.connect_worker import ConnectOffsets, connect_offsets
+from srm.config.connectors import source_connector_name
 from srm.config.secrets import SecretResolver
 from srm.config.settings import SrmConfig
 from srm.core.plans import mapping_group_id, plan_topics
-from srm.core.source_offsets import offsets_topic
-from srm.errors import RetriableError
+from srm.core.source_offsets import CONNECTOR, offsets_topic
+from srm.errors import ConfigError, RetriableError
 from srm.flow import Flow
 from srm.kafka.admin import end_offsets, list_topics
 from srm.kafka.clients import admin_config, build, consumer_config
@@ -47,7 +51,7 @@ __all__ = ["StartPosition", "Takeover", "TakeoverError", "TakeoverReport", "mm2_
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-StartFrom = Literal["srm", "mm2-offsets", "mm2-offset-sync", "log-start"]
+StartFrom = Literal["srm", "mm2-offsets", "connect-offsets", "mm2-offset-sync", "log-start"]
 
 
 class TakeoverError(RetriableError, RuntimeError):
@@ -67,7 +71,7 @@ class StartPosition:
 
     @property
     def from_mm2(self) -> bool:
-        return self.start_from in ("mm2-offsets", "mm2-offset-sync")
+        return self.start_from in ("mm2-offsets", "connect-offsets", "mm2-offset-sync")
 
 
 def mm2_tail(position: int, remote_end: int, sync: OffsetSync | None) -> int | None:
@@ -95,6 +99,21 @@ class Takeover:
     syncs_admin: AdminClient
     syncs_topic: str
     timeout_s: float = 15.0  # topic sync waits this long at most per read; the CLIs take --timeout
+    # Where MM2's source offsets are: dedicated mode's topic on the target unless a Connect cluster's is given
+    # (several names: the defaults, whichever exists is read), and the name their keys start with.
+    offsets_topics: tuple[str, ...] = ()
+    offsets_cluster: str = ""
+    offsets_reader: Mapping[str, Any] | None = None
+    offsets_admin: AdminClient | None = None
+    connector: str = CONNECTOR
+    connect: bool = False  # a Connect cluster's offsets topic (not dedicated mode's)
+
+    def __post_init__(self) -> None:
+        if not self.offsets_topics:
+            self.offsets_topics = (offsets_topic(self.source),)
+        self.offsets_cluster = self.offsets_cluster or self.target
+        self.offsets_reader = self.target_reader if self.offsets_reader is None else self.offsets_reader
+        self.offsets_admin = self.target_admin if self.offsets_admin is None else self.offsets_admin
 
     @classmethod
     def for_flow(
@@ -104,9 +123,15 @@ class Takeover:
         resolver: SecretResolver,
         source_admin: AdminClient | None = None,
         target_admin: AdminClient | None = None,
+        connect: ConnectOffsets | None = None,
     ) -> Takeover:
-        """The flow's take-over, with the configuration's clients (admins built unless given)."""
+        """The flow's take-over, with the configuration's clients (admins built unless given); from the Connect
+        cluster's offsets topic ``connect`` names, else, for a flow of connector definitions, from a default one on
+        the target (``srm takeover --worker-config`` commits the positions from any other beforehand), else from
+        dedicated mode's."""
         source, target = flow
+        if connect is None and source_connector_name(config, flow):
+            connect = connect_offsets(config, flow, None)
         settings, policy = config.settings(source, target), config.policy(source, target)
         location, syncs_topic = offset_syncs_topic(source, target, settings, policy)
 
@@ -120,6 +145,8 @@ class Takeover:
         # "is None", not "or": an AdminClient is falsy (its len() counts queued requests), so "or" built new ones
         source_admin = admin(source) if source_admin is None else source_admin
         target_admin = admin(target) if target_admin is None else target_admin
+        known = {source: source_admin, target: target_admin}
+        at = connect.cluster if connect is not None else target
         return cls(
             source=source,
             target=target,
@@ -131,6 +158,12 @@ class Takeover:
             syncs_reader=reader(location),
             syncs_admin=source_admin if location == source else target_admin,
             syncs_topic=syncs_topic,
+            offsets_topics=connect.topics if connect is not None else (),
+            offsets_cluster=at,
+            offsets_reader=reader(at),
+            offsets_admin=known[at] if at in known else admin(at),
+            connector=connect.connector if connect is not None else CONNECTOR,
+            connect=connect is not None,
         )
 
     def topics(self, config: SrmConfig) -> dict[str, int]:
@@ -147,7 +180,7 @@ class Takeover:
         """Where each partition of ``topics`` (name → partition count) starts."""
         committed = self._committed(topics)
         open_ = [(t, p) for t, n in sorted(topics.items()) for p in range(n) if (t, p) not in committed]
-        offsets = self._mm2_offsets(open_) if open_ else {}
+        offsets, offsets_where = self._mm2_offsets(open_) if open_ else ({}, "")
         syncs = self._offset_syncs({t for t, _ in open_}) if open_ else {}
         remote = [(self.policy.format_remote_topic(self.source, t), p) for t, p in open_]
         ends = end_offsets(self.target_admin, remote) if open_ else {}
@@ -162,8 +195,9 @@ class Takeover:
                 nearest = _nearest(syncs.get((topic, p), []), offsets.get((topic, p)))
                 if (topic, p) in offsets:
                     start = offsets[(topic, p)]
-                    where = f"{offsets_topic(self.source)} on {self.target}"
-                    result.append(StartPosition(topic, p, start, "mm2-offsets", where, mm2_tail(start, end, nearest)))
+                    kind: StartFrom = "connect-offsets" if self.connect else "mm2-offsets"
+                    tail = mm2_tail(start, end, nearest)
+                    result.append(StartPosition(topic, p, start, kind, offsets_where, tail))
                 elif nearest is not None:
                     start = nearest.upstream_offset + 1
                     where = f"{self.syncs_topic} on {self._syncs_location()}"
@@ -242,20 +276,33 @@ class Takeover:
         not running; the broker's group coordinator retries while it loads are librdkafka's)."""
         return Consumer({**self.source_reader, "group.id": group, "enable.auto.commit": "false"})
 
-    def _mm2_offsets(self, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """MM2's next source offset per partition, from its Connect offsets topic (if there is one)."""
-        topic = offsets_topic(self.source)
-        if topic not in list_topics(self.target_admin, self.timeout_s):
-            return {}
-        try:
-            found = read_source_offsets(
-                self.target_reader, topic, [(self.source, t, p) for t, p in wanted], self.timeout_s
+    def _mm2_offsets(self, wanted: list[tuple[str, int]]) -> tuple[dict[tuple[str, int], int], str]:
+        """MM2's next source offset per partition, from its Connect offsets topic (if there is one), and where they
+        were read."""
+        assert self.offsets_admin is not None and self.offsets_reader is not None  # set by __post_init__
+        present = list_topics(self.offsets_admin, self.timeout_s)
+        read: dict[str, dict[tuple[str, int], int]] = {}
+        for topic in (t for t in self.offsets_topics if t in present):
+            try:
+                found = read_source_offsets(
+                    self.offsets_reader, topic, [(self.source, t, p) for t, p in wanted], self.timeout_s, self.connector
+                )
+            except TransactionError as e:
+                raise TakeoverError(str(e)) from None
+            # srm's own exactly-once transactions write to dedicated mode's topic too, with their offset runs: those
+            # are no hand-over (srm's exactly-once flow leaves out what they cover by itself)
+            positions = {key: offset.next for key, offset in found.items() if not offset.runs}
+            if positions:
+                read[topic] = positions
+        if len(read) > 1:
+            raise ConfigError(
+                f"{' and '.join(read)} on {self.offsets_cluster} both hold {self.connector}'s offsets of "
+                f"{self.source}->{self.target}: give the Connect cluster's worker config (--worker-config FILE) to say "
+                "which one its workers use"
             )
-        except TransactionError as e:
-            raise TakeoverError(str(e)) from None
-        # srm's own exactly-once transactions write there too, with their offset runs: those are no hand-over (srm's
-        # exactly-once flow leaves out what they cover by itself)
-        return {key: offset.next for key, offset in found.items() if not offset.runs}
+        for topic, positions in read.items():
+            return positions, f"{topic} on {self.offsets_cluster}"
+        return {}, ""
 
     def _offset_syncs(self, topics: set[str]) -> dict[tuple[str, int], list[OffsetSync]]:
         """Every offset sync of ``topics`` still in the offset-syncs topic, oldest first."""
@@ -357,11 +404,18 @@ class TakeoverReport:
 
 
 def take_over(
-    config: SrmConfig, flow: Flow, resolver: SecretResolver, *, dry_run: bool, timeout: float = 30.0
+    config: SrmConfig,
+    flow: Flow,
+    resolver: SecretResolver,
+    *,
+    dry_run: bool,
+    timeout: float = 30.0,
+    connect: ConnectOffsets | None = None,
 ) -> TakeoverReport:
     """Where each partition of ``flow`` starts; unless ``dry_run``, MM2's positions committed to the mapping groups
-    (before the mappings run: a running mapping's group refuses them)."""
-    takeover = Takeover.for_flow(config, flow, resolver)
+    (before the mappings run: a running mapping's group refuses them). ``connect``: MM2 ran as connectors in a
+    Connect cluster, whose offsets topic holds their positions."""
+    takeover = Takeover.for_flow(config, flow, resolver, connect=connect)
     takeover.timeout_s = timeout
     positions = takeover.plan(takeover.topics(config))
     if not dry_run:

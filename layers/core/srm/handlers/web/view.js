@@ -1,5 +1,5 @@
 // The web view of the metrics API: every flow with its status, the selected flow's topics, charts of the
-// selected flow's (or topic's) throughput, latency and lag, and the nodes of an srm run cluster, refreshed every 10 s. Plain script, no build step;
+// selected flow's (or topic's) throughput, latency, lag and oldest unreplicated record's age, and the nodes of an srm run cluster, refreshed every 10 s. Plain script, no build step;
 // uPlot (vendored beside this file) draws the charts. The selection lives in the URL's fragment: #/source/target
 // or #/source/target/topic. Each chart says how many points it drew in its data-points attribute and its state
 // (loading, ready, empty, error) in data-state; <body data-refreshes> counts finished refreshes.
@@ -19,6 +19,8 @@
       ],
     },
     lag: { metric: "replication-records-lag", series: [{ label: "records", pick: (p) => p.value, stroke: "#7b3294" }] },
+    // a stalled topic's oldest record not yet replicated grows older while the flowing ones' stay near their latency
+    age: { metric: "oldest-unreplicated-age-ms", series: [{ label: "ms", pick: (p) => p.value, stroke: "#e66101" }] },
   };
   const plots = {}; // chart name → uPlot instance, while its selection stays
   window.srmCharts = plots; // for the browser test (and a curious console): each plot's data

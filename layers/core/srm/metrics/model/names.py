@@ -30,6 +30,10 @@ EMF_METRICS: Mapping[str, str] = {
     "TopicResets": "Count",  # source partitions that started over (topic deleted and recreated), when detected
     # checkpoint function, on its schedule
     "MessageLag": "Count",  # source log end − the event source's committed offset, summed over partitions
+    # how old the oldest record not yet replicated is (its partitions' largest; 0: nothing lags), MM2's
+    # record-age-ms seen from the source: a stalled topic's grows while the others' stay at their latency
+    "OldestUnreplicatedAge": "Milliseconds",
+    "StalledTopics": "Count",  # topics lagging without progress for topic.stalled.threshold.seconds (per topic: 1 or 0)
     "CheckpointLatency": "Milliseconds",
     "GroupsCheckpointed": "Count",
     "GroupsSkipped": "Count",
@@ -41,6 +45,10 @@ EMF_METRICS: Mapping[str, str] = {
     "TopicAclsChanged": "Count",
     "TopicSyncFailures": "Count",
     "MappingProblems": "Count",  # event source mappings Lambda reports a problem of, at the last topic sync
+    # continuous verification (verify.interval.seconds), per Flow+Topic, at each run
+    "VerifiedThroughOffset": "Count",  # the next source offset not verified identical yet (the partitions' lowest)
+    "VerifiedRecords": "Count",  # records compared by the run
+    "VerificationDifferences": "Count",  # missing, extra and different records the run found
 }
 
 # The metrics table's attributes (MM2's and SRM's names); distributions are maps {count, min, max, avg, p50, p95, p99}.
