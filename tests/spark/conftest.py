@@ -12,6 +12,8 @@ from srm.local.aggregator import spark_session
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = spark_session("768m", cores=2, app_name="srm-tests")  # the one srm run uses, on two cores
+    # the one srm run uses, on two cores; 1 GB: aggregate() in one piece (the runner's runs are cut by their Parquet
+    # writes) has a plan large enough that 768 MB ran out while it was planned, late in the suite
+    session = spark_session("1g", cores=2, app_name="srm-tests")
     yield session
     session.stop()
