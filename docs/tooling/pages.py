@@ -3,13 +3,16 @@ backquotes, their runnable blocks and their copies of example files.
 
 A block runs in the suite when the line before it is ``<!-- runnable -->`` (``<!-- runnable: clusters -->``: it needs
 two clusters, ``WEST`` and ``EAST``); a block preceded by ``<!-- same as: PATH -->`` must equal that file. Both marks
-are HTML comments, so a repository host and the site show neither.
+are HTML comments, so a repository host and the site show neither. A page's blocks that need clusters run in order in
+one shell, as a reader follows a runbook step by step: a block uses what an earlier one started (``srm run``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 FRONT_DOOR = ROOT / "README.md"
 
-__all__ = ["Block", "code_spans", "copied_blocks", "pages", "run", "runnable_blocks"]
+__all__ = ["Block", "code_spans", "copied_blocks", "pages", "run", "runbooks", "runnable_blocks"]
 
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _MARKED = re.compile(
@@ -73,20 +76,42 @@ def runnable_blocks() -> list[Block]:
     ]
 
 
+def runbooks() -> dict[str, list[Block]]:
+    """The blocks that need clusters, by page, in the page's order: each page's run as one script."""
+    found: dict[str, list[Block]] = {}
+    for block in runnable_blocks():
+        if block.needs == "clusters":
+            found.setdefault(block.page, []).append(block)
+    return found
+
+
 def copied_blocks() -> list[Block]:
     return [Block(page, _line(page, m), m["body"], path=m["path"]) for page, m in _marked() if m["path"]]
 
 
-def run(block: Block, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """A runnable block in bash (-e, -u, pipefail) in ``cwd``, where ``docs/`` is the repository's (the blocks name
-    its example files), with this Python's venv first on PATH (``srm``, ``srm-control``)."""
+def run(
+    blocks: Block | list[Block], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Runnable blocks, in order, as one script in bash (-e, -u, pipefail) in ``cwd``, where ``docs/`` is the
+    repository's (the blocks name its example files), with this Python's venv first on PATH (``srm``,
+    ``srm-control``, ``python``). Each block is announced on stderr (where a failure is). Whatever the script left
+    running in the background (a failed runbook's ``srm run``) is stopped with it: the script has a process group of
+    its own."""
     (cwd / "docs").symlink_to(DOCS)
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.body],
+    script = "".join(f"echo '## {b}' >&2\n{b.body}" for b in ([blocks] if isinstance(blocks, Block) else blocks))
+    with subprocess.Popen(
+        ["bash", "-euo", "pipefail", "-c", script],
         cwd=cwd,
         env={**os.environ, "PATH": path, **(env or {})},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
-    )
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # nothing of it left
+                os.killpg(process.pid, signal.SIGKILL)
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

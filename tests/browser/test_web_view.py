@@ -43,6 +43,7 @@ FLAGS = (
 )
 SCREENSHOT = Path(tempfile.gettempdir()) / "srm-web-view.png"
 WAIT_S = 30  # generous: two shared cores
+CHARTS = ("throughput", "latency", "lag", "age", "verify")
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def charts(browser: webdriver.Chrome) -> dict[str, tuple[str, int]]:
     """Each chart's state and the number of points it drew."""
     return {
         name: (str(f.get_attribute("data-state")), int(f.get_attribute("data-points") or -1))
-        for name in ("throughput", "latency", "lag", "age")
+        for name in CHARTS
         for f in [browser.find_element(By.ID, f"chart-{name}")]
     }
 
@@ -124,7 +125,7 @@ def plotted(browser: webdriver.Chrome, name: str) -> list[list[float | None]]:
 
 def test_flows_topics_and_charts_with_the_known_points(browser: webdriver.Chrome, server: ApiServer) -> None:
     open_view(browser, f"{server.url}/ui")
-    until(browser, "four charts drawn", lambda d: all(s == "ready" for s, _ in charts(d).values()))
+    until(browser, "every chart drawn", lambda d: all(s == "ready" for s, _ in charts(d).values()))
     statuses = {tr.get_attribute("data-flow"): tr for tr in browser.find_elements(By.CSS_SELECTOR, "#flows tbody tr")}
     assert {flow: tr.find_element(By.CLASS_NAME, "status").text for flow, tr in statuses.items()} == {
         "a->b": "ACTIVE",
@@ -139,13 +140,15 @@ def test_flows_topics_and_charts_with_the_known_points(browser: webdriver.Chrome
     assert rows(browser, "flows")[0][4:6] == ["18 ms", "110 ms"]  # latency p50, p99
     assert text(browser, "#charted") == "a → b"
     # the flow's windows in the last 2 hours: OLD, W1, W2 (records 1000, 100, 50; lag 40, 7, 3)
-    assert charts(browser) == {name: ("ready", 3) for name in ("throughput", "latency", "lag", "age")}
+    assert charts(browser) == {name: ("ready", 3) for name in CHARTS}
     seconds = [OLD / 1000, W1 / 1000, W2 / 1000]
     assert plotted(browser, "throughput") == [seconds, pytest.approx([1000 / 60, 100 / 60, 50 / 60])]
     p50, p99 = [[lat[q] for lat in (LATENCY_1, LATENCY_1, LATENCY_2)] for q in ("p50", "p99")]
     assert plotted(browser, "latency") == [seconds, p50, p99]
     assert plotted(browser, "lag") == [seconds, [40, 7, 3]]
     assert plotted(browser, "age") == [seconds, [4000, 700, 300]]
+    # records compared and differences found, two metrics joined by window on one chart
+    assert plotted(browser, "verify") == [seconds, [1000, 100, 50], [0, 1, 0]]
     assert browser.find_element(By.ID, "errors").is_displayed() is False
     browser.save_screenshot(str(SCREENSHOT))
     print(f"screenshot of the web view: {SCREENSHOT}")
@@ -157,6 +160,7 @@ def test_flows_topics_and_charts_with_the_known_points(browser: webdriver.Chrome
     assert browser.current_url.endswith("/ui#/a/b/orders")
     assert plotted(browser, "lag") == [[W1 / 1000, W2 / 1000], [7, 3]]
     assert plotted(browser, "age") == [[W1 / 1000, W2 / 1000], [700, 300]]
+    assert plotted(browser, "verify") == [[W1 / 1000, W2 / 1000], [100, 50], [1, 0]]
     assert plotted(browser, "latency")[1:] == [
         [LATENCY_1["p50"], LATENCY_2["p50"]],
         [LATENCY_1["p99"], LATENCY_2["p99"]],
@@ -200,7 +204,7 @@ def test_refreshes_by_itself_and_draws_new_windows(
 def test_a_flow_without_data_says_so(browser: webdriver.Chrome, server: ApiServer) -> None:
     open_view(browser, f"{server.url}/ui#/b/a")
     until(browser, "empty charts", lambda d: all(v == ("empty", 0) for v in charts(d).values()))
-    assert [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".chart .empty")] == ["No data yet."] * 4
+    assert [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".chart .empty")] == ["No data yet."] * len(CHARTS)
     assert text(browser, "#topics-empty") == "No topics replicated yet."
     assert "selected" in str(
         browser.find_element(By.CSS_SELECTOR, '#flows tr[data-flow="b->a"]').get_attribute("class")
@@ -211,8 +215,8 @@ def test_a_flow_without_data_says_so(browser: webdriver.Chrome, server: ApiServe
 def test_an_api_error_is_shown_with_its_message(browser: webdriver.Chrome, server: ApiServer) -> None:
     open_view(browser, f"{server.url}/ui#/a/x")
     until(browser, "the error", lambda d: d.find_element(By.ID, "errors").is_displayed())
-    [error] = browser.find_elements(By.CSS_SELECTOR, "#errors li")  # topics and the four charts: one answer
-    assert "unknown cluster 'x'" in error.text and "HTTP 404" in error.text and "and 4 more" in error.text
+    [error] = browser.find_elements(By.CSS_SELECTOR, "#errors li")  # topics and every chart: one answer
+    assert "unknown cluster 'x'" in error.text and "HTTP 404" in error.text and f"and {len(CHARTS)} more" in error.text
     assert {state for state, _ in charts(browser).values()} == {"error"}
     assert text(browser, "#topics-empty") == "Could not load the topics (see the error above)."
     assert len(rows(browser, "flows")) == 4  # the rest of the page still works

@@ -1,5 +1,6 @@
 """The documentation's runnable blocks that need clusters, run against the suite's (``WEST`` and ``EAST``), as a
-reader would run them: a runbook that stops working fails here."""
+reader would run them: a page's blocks in order in one shell (a runbook's steps share its ``srm run``). A runbook
+that stops working fails here."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from docs.tooling import pages
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("block", [b for b in pages.runnable_blocks() if b.needs == "clusters"], ids=str)
-def test_a_runnable_block_runs_against_the_clusters(block: pages.Block, clusters, tmp_path: Path) -> None:
+@pytest.mark.parametrize("page", sorted(pages.runbooks()))
+def test_a_pages_runnable_blocks_run_against_the_clusters(page: str, clusters, tmp_path: Path) -> None:
     env = {"WEST": clusters["a"].bootstrap, "EAST": clusters["b"].bootstrap}
-    done = pages.run(block, tmp_path, env)
-    assert done.returncode == 0, f"{block}:\n{done.stdout}\n{done.stderr}"
+    done = pages.run(pages.runbooks()[page], tmp_path, env)
+    logs = "".join(f"\n{log}:\n{log.read_text(errors='replace')[-3000:]}" for log in sorted(tmp_path.glob("*.log")))
+    assert done.returncode == 0, f"{page}:\n{done.stdout}\n{done.stderr}{logs}"

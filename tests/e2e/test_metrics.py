@@ -1,6 +1,6 @@
-"""Monitoring end to end: `srm run` with metrics on replicates records, some created minutes ago; its aggregation
-process writes the metrics table; the table says how many, how late, and that nothing is left behind. Three nodes
-replicating one topic between them: the one leading the aggregation counts every node's records exactly once."""
+"""Monitoring end to end: three `srm run` nodes with metrics on replicate one topic between them, some records created
+minutes ago; the node leading the aggregation writes the metrics table, counting every node's records exactly once;
+the table and the API over HTTP say how many, how late, and that nothing is left behind."""
 
 from __future__ import annotations
 
@@ -28,74 +28,7 @@ def minutes(table: MetricsStore, topic: str, since: int) -> list[MetricPoint]:
     return table.query(Series("1m", "topic", "a", "b", topic), since - 60_000, int(time.time() * 1000) + 60_000)
 
 
-def test_the_metrics_table_counts_every_record_with_its_latency_and_lag_reaches_zero(clusters, tmp_path: Path):
-    # GIVEN a topic with N records on two partitions: half created now, half MINUTES_AGO minutes ago (CreateTime)
-    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    topic = unique("metrics")
-    create_topic(a, topic, partitions=2)
-    start = int(time.time() * 1000)
-    old = start - MINUTES_AGO * 60_000
-    n = 400
-    produce(
-        a,
-        topic,
-        [(i % 2, Rec(f"k{i}".encode(), b"v" * 100, (), old if i % 2 else start)) for i in range(n)],
-    )
-    config = write_config(
-        tmp_path / "srm.yaml",
-        {"a": a, "b": b},
-        {"a->b": {"topics": topic}},
-        **{"metrics.aggregation.interval.seconds": 3, "emit.checkpoints.interval.seconds": 2},
-    )
-
-    # WHEN srm run replicates them with monitoring on
-    with SrmRun(config, tmp_path, metrics=True) as run:
-        wait_replicated(a, topic, b, f"a.{topic}", timeout=90)
-        table = metrics_store(tmp_path)
-
-        def counted() -> list[MetricPoint] | None:
-            points = minutes(table, topic, start)
-            return points if sum(p.values.get("record-count", 0) for p in points) >= n else None
-
-        points = wait_for(counted, timeout=180, interval=1, message=f"{n} records in the metrics table")
-
-        def lag_zero() -> dict[str, Any] | None:
-            laid = [p for p in minutes(table, topic, start) if "replication-records-lag" in p.values]
-            return laid[-1].values if laid and laid[-1].values["replication-records-lag"] == 0 else None
-
-        wait_for(lag_zero, timeout=120, interval=1, message="lag 0 in the metrics table")
-        # … and the API srm run serves over HTTP says the same
-        api = (tmp_path / ".srm-local" / "api.url").read_text().strip()
-        window = {"from": str(start - 60_000), "to": str(int(time.time() * 1000) + 60_000)}
-        counts = requests.get(f"{api}/v2/topic-metrics/a/b/{topic}/record-count", params=window, timeout=10).json()
-        latency = requests.get(
-            f"{api}/v2/topic-metrics/a/b/{topic}/replication-latency-ms", params=window, timeout=10
-        ).json()
-        [flow] = requests.get(f"{api}/v2/replications", timeout=10).json()["replications"]
-        topics = requests.get(f"{api}/v2/replications/a/b/topics", timeout=10).json()["topics"]
-        assert run.alive(), run.output()[-3000:]
-
-    # THEN the table holds exactly N records of the topic (each counted once) …
-    assert sum(p.values.get("record-count", 0) for p in points) == n
-    # … and their latencies are those of the timestamps chosen: half about MINUTES_AGO minutes, half about now
-    latencies = [p.values["replication-latency-ms"] for p in points if "replication-latency-ms" in p.values]
-    assert sum(d["count"] for d in latencies) == n
-    slowest = max(d["max"] for d in latencies)
-    assert MINUTES_AGO * 60_000 <= slowest < MINUTES_AGO * 60_000 + 120_000
-    assert min(d["min"] for d in latencies) < 60_000
-    assert all(d["p99"] <= d["max"] for d in latencies)
-    # the API: the same count and latencies, the flow active, the topic under both names with lag 0
-    assert sum(p["value"] for p in counts["points"]) == n
-    assert sum(p["count"] for p in latency["points"]) == n and max(p["max"] for p in latency["points"]) == slowest
-    assert [p["timestamp"] for p in counts["points"]] == sorted(p["timestamp"] for p in counts["points"])
-    assert (flow["source"], flow["target"], flow["status"]) == ("a", "b", "ACTIVE")
-    assert flow["topics"] == len(topics) and {"heartbeats", topic} <= {t["upstream_topic"] for t in topics}
-    [listed] = [t for t in topics if t["upstream_topic"] == topic]
-    assert (listed["upstream_topic"], listed["remote_topic"], listed["partitions"]) == (topic, f"a.{topic}", 2)
-    assert listed["figures"]["records"] == n and listed["figures"]["lag"] == 0
-
-
-def test_three_nodes_metrics_are_aggregated_once_into_one_table(clusters, tmp_path: Path):
+def test_three_nodes_metrics_count_every_record_once_with_its_latency_and_lag_reaches_zero(clusters, tmp_path: Path):
     # GIVEN three srm run nodes with metrics on sharing a flow, each holding some of a six-partition topic
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = unique("nodes-metrics")
@@ -127,10 +60,12 @@ def test_three_nodes_metrics_are_aggregated_once_into_one_table(clusters, tmp_pa
 
         held = wait_for(holders, timeout=120, interval=1, message="three nodes each holding partitions")
 
-        # WHEN records arrive on every partition and are replicated by the three of them
+        # WHEN records arrive on every partition and are replicated by the three of them: those of the odd partitions
+        # created MINUTES_AGO minutes ago (CreateTime), the others now
         start = int(time.time() * 1000)
+        old = start - MINUTES_AGO * 60_000
         n = 600
-        produce(a, topic, [(i % 6, Rec(f"k{i}".encode(), b"v" * 50, (), start)) for i in range(n)])
+        produce(a, topic, [(i % 6, Rec(f"k{i}".encode(), b"v" * 50, (), old if i % 2 else start)) for i in range(n)])
         wait_replicated(a, topic, b, f"a.{topic}", timeout=90)
         table = metrics_store(dirs[0])
 
@@ -146,7 +81,22 @@ def test_three_nodes_metrics_are_aggregated_once_into_one_table(clusters, tmp_pa
             return counts if sum(counts.values()) >= n else None
 
         counts = wait_for(partition_counts, timeout=240, interval=2, message=f"{n} records in the metrics table")
-        topic_count = sum(int(p.values.get("record-count", 0)) for p in minutes(table, topic, start))
+        points = minutes(table, topic, start)
+
+        def lag_zero() -> dict[str, Any] | None:
+            laid = [p for p in minutes(table, topic, start) if "replication-records-lag" in p.values]
+            return laid[-1].values if laid and laid[-1].values["replication-records-lag"] == 0 else None
+
+        wait_for(lag_zero, timeout=120, interval=1, message="lag 0 in the metrics table")
+        # … and the API srm run serves over HTTP says the same
+        api = (dirs[0] / ".srm-local" / "api.url").read_text().strip()
+        window = {"from": str(start - 60_000), "to": str(int(time.time() * 1000) + 60_000)}
+        api_counts = requests.get(f"{api}/v2/topic-metrics/a/b/{topic}/record-count", params=window, timeout=10).json()
+        latency = requests.get(
+            f"{api}/v2/topic-metrics/a/b/{topic}/replication-latency-ms", params=window, timeout=10
+        ).json()
+        [flow] = requests.get(f"{api}/v2/replications", timeout=10).json()["replications"]
+        topics = requests.get(f"{api}/v2/replications/a/b/topics", timeout=10).json()["topics"]
         assert all(r.alive() for r in runs), [r.output()[-2000:] for r in runs]
     finally:
         for r in runs:
@@ -154,4 +104,20 @@ def test_three_nodes_metrics_are_aggregated_once_into_one_table(clusters, tmp_pa
 
     # THEN every partition's records are counted exactly once, whichever node replicated them, and the topic's sum
     assert counts == {p: n // 6 for p in range(6)}, (counts, held)
-    assert topic_count == n
+    assert sum(p.values.get("record-count", 0) for p in points) == n
+    # … with the latencies of the timestamps chosen: half about MINUTES_AGO minutes, half about now
+    latencies = [p.values["replication-latency-ms"] for p in points if "replication-latency-ms" in p.values]
+    assert sum(d["count"] for d in latencies) == n
+    slowest = max(d["max"] for d in latencies)
+    assert MINUTES_AGO * 60_000 <= slowest < MINUTES_AGO * 60_000 + 120_000
+    assert min(d["min"] for d in latencies) < 60_000
+    assert all(d["p99"] <= d["max"] for d in latencies)
+    # the API: the same count and latencies, the flow active, the topic under both names with lag 0
+    assert sum(p["value"] for p in api_counts["points"]) == n
+    assert sum(p["count"] for p in latency["points"]) == n and max(p["max"] for p in latency["points"]) == slowest
+    assert [p["timestamp"] for p in api_counts["points"]] == sorted(p["timestamp"] for p in api_counts["points"])
+    assert (flow["source"], flow["target"], flow["status"]) == ("a", "b", "ACTIVE")
+    [listed] = [t for t in topics if t["upstream_topic"] == topic]
+    assert flow["topics"] == len(topics)
+    assert (listed["upstream_topic"], listed["remote_topic"], listed["partitions"]) == (topic, f"a.{topic}", 6)
+    assert listed["figures"]["records"] == n and listed["figures"]["lag"] == 0

@@ -53,7 +53,7 @@ def lambda_flow(clusters: dict[str, Cluster], aws_endpoint: str) -> tuple[Handle
     db = boto3.client("dynamodb", endpoint_url=aws_endpoint, region_name="us-east-1")
     flow = HandlerFlow(clusters["a"].bootstrap, clusters["b"].bootstrap, db)
     prefix = unique("rie")
-    flow.configure(prefix)
+    flow.configure(prefix, {"verify.interval.seconds": "3600"})  # continuous verification on, for the verify function
     return flow, prefix
 
 

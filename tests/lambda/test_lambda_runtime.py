@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from srm.control.verify import STARTED_FACT
+from srm.core.verification import verified_positions
 from srm.mm2.formats import Checkpoint, Heartbeat
 from tests.support.events import load_event
 from tests.support.handler import HandlerFlow, kafka_event
@@ -114,6 +116,25 @@ def test_checkpoint_schedule_writes_the_groups_translated_offsets(
     expected = Checkpoint(group, f"a.{topic}", 0, 12, 12)
     checkpoints = [Checkpoint.decode(r.key, r.value) for r in read_partition(flow.b, "a.checkpoints.internal", 0)]
     assert expected in checkpoints, answer.json()
+
+
+def test_verify_schedule_verifies_the_replicated_records(runtimes: dict[str, FunctionRuntime], lambda_flow: Flow):
+    # GIVEN a 2-partition topic of 30 records replicated by the built mirror, and a verification due (as if the last
+    # had started long ago: the flow verifies every hour)
+    flow, prefix = lambda_flow
+    topic = f"{prefix}.verified"
+    _mirror(runtimes, flow, topic, 2, 30)
+    flow.state.update_flow_status("a", "b", **{STARTED_FACT: 0})
+    # WHEN the built verify function gets the schedule's event
+    answer = runtimes["verify"].invoke(load_event("schedule.json"))
+    # THEN it verified the topic's partitions through what was replicated, and keeps that in the flow's status
+    assert answer.status == 200 and not answer.failed, answer.body[:2000]
+    assert answer.json()["verified"] is True
+    positions = verified_positions(flow.state.flow_status("a", "b"))
+    assert {p: at for (t, p), at in positions.items() if t == topic} == {0: (15, 15), 1: (15, 15)}
+    # WHEN the schedule ticks again within verify.interval.seconds THEN nothing is verified
+    again = runtimes["verify"].invoke(load_event("schedule.json"))
+    assert again.json() == {"verified": False}
 
 
 def test_topic_sync_schedule_creates_the_remote_topic(runtimes: dict[str, FunctionRuntime], lambda_flow: Flow):
@@ -278,7 +299,7 @@ def test_layer_ships_every_handler_and_no_local_only_module(built: Path):
     # THEN every handler imports and none of the local runtime, the CLIs or the Spark job is there
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = dict(line.split(" ", 1) for line in done.stdout.splitlines())
-    assert len(handlers) == 6 and {m: outcome[m] for m in handlers} == dict.fromkeys(handlers, "imported")
+    assert len(handlers) == 7 and {m: outcome[m] for m in handlers} == dict.fromkeys(handlers, "imported")
     assert {m: outcome[m] for m in local_only} == {m: f"missing {gone}" for m, gone in local_only.items()}
     assert (layer / "srm" / "handlers" / "web" / "index.html").is_file()  # the metrics API's web view
     assert not [p.name for p in layer.iterdir() if p.name.split("-")[0] in ("boto3", "botocore", "s3transfer")]

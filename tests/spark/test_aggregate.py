@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from pyspark.sql import SparkSession
 
-from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, parse_lines
+from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, aggregate_partials, parse_lines, partials
 from srm.metrics.model.names import TABLE_ATTRIBUTES
 from srm.metrics.model.schema import (
     CheckpointRun,
@@ -21,6 +22,7 @@ from srm.metrics.model.schema import (
     MirrorFailure,
     SketchData,
     TopicSyncRun,
+    VerificationRun,
     encode,
 )
 from srm.metrics.model.series import RESOLUTIONS
@@ -68,7 +70,7 @@ def result(spark: SparkSession) -> dict[tuple[Any, ...], dict[str, Any]]:
     lines = [encode(b.record()) for b in MIRRORED] + [encode(r) for r in OTHERS]
     records, bad = parse_lines(lines_frame(spark, lines))
     assert bad.count() == 0
-    rows = aggregate(records.cache()).collect()
+    rows = aggregate(records).collect()
     out = {}
     for row in rows:
         d = row.asDict(recursive=True)
@@ -243,3 +245,45 @@ def test_records_the_transforms_dropped_are_summed_a_batch_dropped_whole_too(spa
     assert rows[("1m", "flow", None, None, T0)]["filtered_records"] == 6
     assert rows[("1m", "flow", None, None, T0)]["record_count"] == 8
     assert rows[("1h", "partition", "orders", 1, T0)]["filtered_records"] == 4
+
+
+def test_verification_runs_sum_records_compared_and_differences_found(spark: SparkSession) -> None:
+    # GIVEN three runs of continuous verification: partition 1's first run found a difference, its next finds it again
+    flow = {"source": "a", "target": "b", "topic": "orders"}
+    runs = [
+        VerificationRun(ts=T0 + 1, **flow, partition=0, compared=40, differences=0, verified_through=40),
+        VerificationRun(ts=T0 + 2, **flow, partition=1, compared=25, differences=1, verified_through=10),
+        VerificationRun(ts=T0 + MINUTE + 2, **flow, partition=1, compared=30, differences=1, verified_through=10),
+    ]
+    records, _ = parse_lines(lines_frame(spark, [encode(r) for r in runs]))
+    rows = {
+        (r["resolution"], r["level"], r["topic"], r["partition"], r["window_start"]): r
+        for r in aggregate(records).collect()
+    }
+    # THEN each window sums what its runs compared and found, per partition, topic and flow
+    figures = {k: (r["verified_records"], r["verification_differences"]) for k, r in rows.items()}
+    assert figures[("1m", "partition", "orders", 1, T0)] == (25, 1)
+    assert figures[("1m", "topic", "orders", None, T0)] == (65, 1)
+    assert figures[("1m", "flow", None, None, T0 + MINUTE)] == (30, 1)
+    assert figures[("1h", "flow", None, None, T0)] == (95, 2)
+    assert rows[("1h", "flow", None, None, T0)]["record_count"] is None  # no mirror batch: no replication figures
+
+
+def test_partials_stored_before_a_figure_existed_merge_with_new_ones(spark: SparkSession, tmp_path: Path) -> None:
+    # GIVEN the partials of a batch stored by a version without the verification figures, and a verification run since
+    flow = {"source": "a", "target": "b", "topic": "orders"}
+    batch = [b for b in MIRRORED if b.ts < T0 + MINUTE][:5]
+    old_records = parse_lines(lines_frame(spark, [encode(b.record()) for b in batch]))[0].localCheckpoint()
+    partials(old_records).drop("verified_records", "verification_differences").write.parquet(str(tmp_path / "old"))
+    stored = spark.read.parquet(str(tmp_path / "old"))  # as the runner reads them
+    run = VerificationRun(ts=T0 + 1, **flow, partition=0, compared=40, differences=1, verified_through=40)
+    new_records = parse_lines(lines_frame(spark, [encode(run)]))[0].localCheckpoint()  # as the runner stages them
+    # WHEN they are merged
+    rows = aggregate_partials(partials(new_records, stored)).where("resolution = '1h' AND level = 'flow'").collect()
+    # THEN both count: the stored batch's records and the new run's figures
+    [row] = rows
+    assert (row["record_count"], row["verified_records"], row["verification_differences"]) == (
+        sum(len(b.latencies) for b in batch),
+        40,
+        1,
+    )

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-WIRINGS = {"mirror", "checkpoint", "heartbeat", "topic_sync", "metrics_api", "composed"}
+WIRINGS = {"mirror", "checkpoint", "heartbeat", "topic_sync", "verify", "metrics_api", "composed"}
 # topic sync advertises the metrics API of its deployment: that wiring is part of its own
 OWN = {"topic_sync": {"topic_sync", "metrics_api"}}
 
 
-@pytest.mark.parametrize("handler", ["mirror", "checkpoint", "heartbeat", "topic_sync", "metrics_api"])
+@pytest.mark.parametrize("handler", ["mirror", "checkpoint", "heartbeat", "topic_sync", "verify", "metrics_api"])
 def test_a_handler_imports_only_its_functions_wiring(handler: str) -> None:
     # GIVEN a fresh interpreter WHEN the handler module is imported, as Lambda's runtime imports the entry point
     probe = (

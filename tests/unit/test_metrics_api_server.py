@@ -50,6 +50,14 @@ def test_the_local_server_answers_as_api_gateway_and_writes_its_url(server: ApiS
     server.start = lambda: server.url  # type: ignore[method-assign]  # the fixture's stop() must find it stopped
 
 
+def test_a_body_that_is_not_utf8_json_is_refused_with_a_message(server: ApiServer) -> None:
+    for kind, status in (("application/json", 400), ("text/plain", 415)):
+        got = requests.get(
+            f"{server.url}/v2/replications", data=b"{\x8f\xff}", headers={"Content-Type": kind}, timeout=10
+        )
+        assert got.status_code == status and "the body must be JSON" in got.json()["message"]
+
+
 def test_gateway_event_decodes_path_and_query_as_api_gateway_does() -> None:
     event = gateway_event("GET", "/v2/topic-metrics/a/b/my%20topic/record-count?from=1&to=2&to=3", {"X": "y"}, b"")
     assert event["path"] == "/v2/topic-metrics/a/b/my topic/record-count"

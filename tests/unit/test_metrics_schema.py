@@ -17,6 +17,7 @@ from srm.metrics.model.schema import (
     SketchData,
     TopicReset,
     TopicSyncRun,
+    VerificationRun,
     decode,
     encode,
 )
@@ -42,6 +43,7 @@ RECORDS = [
     TopicSyncRun(**FLOW, topics_created=1, partitions_created=4, failed={"acls": 1}),
     DataLoss(**FLOW, topic="t", partition=1, start_offset=10, end_offset=25, lost=15),
     TopicReset(**FLOW, topic="t", partition=1, replicated_end=30),
+    VerificationRun(**FLOW, topic="t", partition=1, compared=40, differences=1, verified_through=60),
 ]
 
 

@@ -95,7 +95,7 @@ def test_flow_stack_outputs_resolve_to_what_was_created(
     outputs = flow.outputs
     assert set(outputs) == set(template["Outputs"])
     lam = client(server, "lambda")
-    for fn in ("Mirror", "TopicSync", "Checkpoint", "Heartbeat"):
+    for fn in ("Mirror", "TopicSync", "Checkpoint", "Heartbeat", "Verify"):
         arn = outputs[f"{fn}FunctionArn"]
         assert arn == lam.get_function(FunctionName=arn)["Configuration"]["FunctionArn"]
         assert arn.endswith(physical(flow, f"{fn}Function"))
@@ -116,7 +116,7 @@ def test_deployed_functions_have_their_runtime_timeouts_concurrency_and_log_grou
 ) -> None:
     lam, logs = client(server, "lambda"), client(server, "logs")
     timeouts = {}
-    for fn in ("Mirror", "TopicSync", "Checkpoint", "Heartbeat", "MetricsApi"):
+    for fn in ("Mirror", "TopicSync", "Checkpoint", "Heartbeat", "Verify", "MetricsApi"):
         config = lam.get_function(FunctionName=physical(flow, f"{fn}Function"))["Configuration"]
         assert config["Runtime"] == "python3.12", fn
         assert config["Role"].endswith(physical(flow, f"{fn}FunctionRole")), fn
@@ -125,8 +125,9 @@ def test_deployed_functions_have_their_runtime_timeouts_concurrency_and_log_grou
         (described,) = logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
         assert described["retentionInDays"] == 30, fn
     assert timeouts["Checkpoint"] < 60 < timeouts["Heartbeat"]
+    assert timeouts["Verify"] == 300  # a run starts partitions in its first half: the second is theirs to finish
     iam = client(server, "iam")
-    for fn in ("Mirror", "TopicSync", "Checkpoint", "Heartbeat", "MetricsApi"):
+    for fn in ("Mirror", "TopicSync", "Checkpoint", "Heartbeat", "Verify", "MetricsApi"):
         role = physical(flow, f"{fn}FunctionRole")
         assert iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"] == []  # not in a VPC: none
         (policy,) = iam.list_role_policies(RoleName=role)["PolicyNames"]
@@ -158,9 +159,14 @@ def test_deployed_schedules_alarms_and_api(server: str, flow: DeployedStack) -> 
     events = client(server, "events")
     schedules = {
         physical(flow, rule): events.describe_rule(Name=physical(flow, rule))["ScheduleExpression"]
-        for rule in ("TopicSyncFunctionSync", "CheckpointFunctionCheckpoint", "HeartbeatFunctionHeartbeat")
+        for rule in (
+            "TopicSyncFunctionSync",
+            "CheckpointFunctionCheckpoint",
+            "HeartbeatFunctionHeartbeat",
+            "VerifyFunctionVerify",
+        )
     }
-    assert sorted(schedules.values()) == ["rate(1 minute)", "rate(1 minute)", "rate(10 minutes)"]
+    assert sorted(schedules.values()) == ["rate(1 minute)", "rate(1 minute)", "rate(1 minute)", "rate(10 minutes)"]
     alarms = client(server, "cloudwatch").describe_alarms(AlarmNamePrefix="srm-us-west-to-us-east-")["MetricAlarms"]
     assert {a["AlarmName"].rsplit("-to-us-east-", 1)[1] for a in alarms} == {
         "lag",
@@ -170,6 +176,7 @@ def test_deployed_schedules_alarms_and_api(server: str, flow: DeployedStack) -> 
         "data-loss",
         "mapping-problems",
         "topic-stalled",
+        "verification-differences",
     }
     api = client(server, "apigateway")
     api_id = physical(flow, "MetricsApi")

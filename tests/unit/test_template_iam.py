@@ -85,7 +85,7 @@ def test_secrets_are_scoped_to_the_prefix(translated: dict[str, Any]) -> None:
                 assert resource["Fn::Sub"].endswith(
                     ("secret:${SecretNamePrefix}*", "secret:AmazonMSK_${SecretNamePrefix}*")
                 ), role_id
-    assert len(granted) == 5  # every function, each reaches Kafka
+    assert len(granted) == 6  # every function, each reaches Kafka
 
 
 def test_heartbeat_function_writes_only_the_source_heartbeats_topic(translated: dict[str, Any]) -> None:
@@ -101,8 +101,28 @@ def test_heartbeat_function_writes_only_the_source_heartbeats_topic(translated: 
     assert writes[0]["Resource"]["Fn::Sub"][0].endswith(":topic/${Cluster}/heartbeats")
 
 
+def test_verify_function_reads_kafka_and_writes_only_the_flows_status(translated: dict[str, Any]) -> None:
+    # GIVEN the verify function's role WHEN its statements are read THEN it writes no Kafka topic and no group offset,
+    # touches no Lambda resource, and of DynamoDB writes only items of the state table (the flow's status facts)
+    grants = [s for r, s in role_statements(translated) if r == "VerifyFunctionRole"]
+    actions = {a for s in grants for a in as_list(s["Action"])}
+    assert not {a for a in actions if a.startswith("lambda:")}
+    kafka_writes = {"kafka-cluster:WriteData", "kafka-cluster:WriteDataIdempotently", "kafka-cluster:CreateTopic"}
+    assert not actions & kafka_writes
+    reads = {"dynamodb:Query", "dynamodb:Scan"}
+    dynamodb_writes = {a for a in actions if a.startswith("dynamodb:") and not is_read_only(a) and a not in reads}
+    assert dynamodb_writes == {"dynamodb:UpdateItem"}
+    (state,) = [s for s in grants if "dynamodb:UpdateItem" in as_list(s["Action"])]
+    assert sub_text(state["Resource"]).endswith(":table/${StateTableName}")
+    # its consumer's group, and only it, on either cluster (ReadData under MSK IAM needs AlterGroup on the group)
+    groups = [s for s in grants if "kafka-cluster:AlterGroup" in as_list(s["Action"])]
+    assert len(groups) == 2
+    for statement in groups:
+        assert sub_text(statement["Resource"]).endswith(":group/${Cluster}/srm-verify-${SourceAlias}-${TargetAlias}")
+
+
 def test_functions_that_emit_raw_metrics_may_put_to_the_stream_only(translated: dict[str, Any]) -> None:
-    emitting = {"srm-mirror", "srm-topic-sync", "srm-checkpoint"}
+    emitting = {"srm-mirror", "srm-topic-sync", "srm-checkpoint", "srm-verify"}
     found = set()
     for name, fn in resources_of(translated, "AWS::Lambda::Function").items():
         env = fn["Properties"]["Environment"]["Variables"]
@@ -224,7 +244,7 @@ def test_mappings_are_tagged_only_with_the_flows_tags(translated: dict[str, Any]
 
 def test_kafka_role_may_be_assumed_only_when_named(translated: dict[str, Any]) -> None:
     assumes = [(r, s) for r, s in role_statements(translated) if "sts:AssumeRole" in as_list(s["Action"])]
-    assert len(assumes) == 5
+    assert len(assumes) == 6  # every function
     assert all(s["Resource"] == {"Ref": "KafkaRoleArn"} for _, s in assumes)
     for resource in resources_of(translated, "AWS::IAM::Role").values():
         text = json.dumps(resource["Properties"].get("Policies", []))

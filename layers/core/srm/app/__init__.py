@@ -2,10 +2,11 @@
 
 Nothing else in ``srm`` reads ``os.environ`` (the variables: :mod:`srm.app.environment`). The container's clients and
 stores are :mod:`srm.app.base`; each function's wiring is a module: ``mirror``, ``checkpoint``, ``heartbeat``,
-``topic_sync`` (which advertises the metrics API, so it includes that wiring) and ``metrics_api`` — each builds its
-function's context for this container's flow and keeps what that function holds for the container's life. A Lambda
-handler imports only its function's module; :class:`App` (:mod:`srm.app.composed`), every function's wiring on one
-container, is imported only where every function runs in one process, so this package imports none of them itself.
+``topic_sync`` (which advertises the metrics API, so it includes that wiring), ``verify`` and ``metrics_api`` — each
+builds its function's context for this container's flow and keeps what that function holds for the container's life.
+A Lambda handler imports only its function's module; :class:`App` (:mod:`srm.app.composed`), every function's wiring
+on one container, is imported only where every function runs in one process, so this package imports none of them
+itself.
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ from srm.app.heartbeat import HeartbeatWiring
 from srm.app.metrics_api import MetricsApiWiring
 from srm.app.mirror import MirrorWiring
 from srm.app.topic_sync import TopicSyncWiring
+from srm.app.verify import VerifyWiring
 
 __all__ = ["App"]
 
 
-class App(MirrorWiring, CheckpointWiring, HeartbeatWiring, TopicSyncWiring, MetricsApiWiring):
+class App(MirrorWiring, CheckpointWiring, HeartbeatWiring, TopicSyncWiring, VerifyWiring, MetricsApiWiring):
     """Every function's wiring on one container. ``App.current()`` is what the local runtime uses; tests build their
     own."""
 

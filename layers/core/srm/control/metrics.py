@@ -45,6 +45,8 @@ MetricName = Literal[
     "replication-records-lag",
     "oldest-unreplicated-age-ms",
     "heartbeat-age-ms",
+    "verified-records",
+    "verification-differences",
 ]
 # The metrics the API serves (MetricName's, as the metrics table stores them: MM2's and SRM's names) → their unit.
 METRICS: Mapping[str, str] = {
@@ -58,6 +60,8 @@ METRICS: Mapping[str, str] = {
     "replication-records-lag": "records",
     "oldest-unreplicated-age-ms": "ms",
     "heartbeat-age-ms": "ms",
+    "verified-records": "records",  # compared by continuous verification in the window
+    "verification-differences": "records",  # missing, extra or different, as the window's runs found them
 }
 DEFAULT_RANGE_MS = 2 * 3_600_000  # as SRM: the last 2 hours
 RECENT_MS = 5 * 60_000  # the window of /v2/replications' figures and of "recent" activity

@@ -15,6 +15,7 @@ downstream>``), so the next run continues where the last one stopped; only an id
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -54,6 +55,8 @@ from srm.kafka.admin import describe_topic_configs, list_topics
 from srm.kafka.clients import admin_config, build, consumer_config
 from srm.kafka.mapping_groups import offsets_at
 from srm.kafka.partition_reader import bounded_reader_config, read_range, watermarks
+from srm.metrics.model.schema import VerificationRun
+from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.client import read_to_end
 from srm.mm2.formats import OffsetSync
 from srm.state import StateError, StateStore
@@ -63,10 +66,12 @@ __all__ = [
     "Progress",
     "Throttle",
     "Verifier",
+    "VerifyContext",
     "VerifyInputError",
     "VerifyOptions",
     "check_flow",
     "differences",
+    "verify_due",
     "verify_increment",
     "verify_values",
 ]
@@ -88,6 +93,10 @@ class VerifyOptions:
     sample: float | None = None  # a fraction of each range, in evenly spread blocks
     max_rate: float | None = None  # records per second, read on both sides together
     resume: bool = True  # start where the last run stopped (ignored with from_offset, since_ms or sample)
+    # continuous verification on Lambda: no partition is started once time.monotonic() passes it (one begun runs to
+    # its end, its position kept every CHECKPOINT_EVERY records); those left are verified first by the next run
+    deadline: float | None = None
+    first: tuple[str, int] | None = None  # the partition to start with (the one a deadline left first)
 
 
 @dataclass
@@ -157,6 +166,7 @@ class FlowVerification:
     reports: list[PartitionReport]
     elapsed_s: float = 0.0
     records_per_s: float | None = None  # source records read a second, from the first one
+    deferred: list[tuple[str, int]] = field(default_factory=list)  # not started: the deadline had passed
 
     @property
     def identical(self) -> bool:
@@ -188,6 +198,7 @@ class FlowVerification:
             "elapsedSeconds": round(self.elapsed_s, 3),
             "recordsPerSecond": None if self.records_per_s is None else round(self.records_per_s, 1),
             "partitions": [r.to_dict() for r in self.reports],
+            "deferred": [{"topic": t, "partition": p} for t, p in self.deferred],
             "verdict": self.verdict(),
         }
 
@@ -278,18 +289,24 @@ class Verifier:
     # -- verifying -------------------------------------------------------------------------------------------------
     def run(self, options: VerifyOptions) -> FlowVerification:
         started = time.monotonic()
-        chosen = self.partitions(options)
+        chosen = _starting_at(self.partitions(options), options.first)
         facts = self._facts()
         since = self._since(chosen, options)
         plans = [self._plan(p, options, facts, since) for p in chosen]
         self.progress.total_partitions = len(plans)
         self.progress.total_records = sum(plan.estimate for plan in plans)
-        reports = []
+        reports: list[PartitionReport] = []
+        deferred: list[tuple[str, int]] = []
         for plan in plans:
+            if deferred or (options.deadline is not None and reports and time.monotonic() >= options.deadline):
+                deferred.append((plan.p.topic, plan.p.partition))  # at least one partition a run: always progress
+                continue
             reports.append(plan.verify(self))
             self.progress.done_partitions += 1
             self.progress.add(0)
-        return FlowVerification(self.flow, reports, time.monotonic() - started, self.throttle.achieved)
+        result = FlowVerification(self.flow, reports, time.monotonic() - started, self.throttle.achieved)
+        result.deferred = deferred
+        return result
 
     def _facts(self) -> Mapping[str, int | str]:
         if self.state is None:
@@ -430,6 +447,12 @@ class Verifier:
             log.warning("%s: the verified position of %s-%d not kept: %s", self.flow, p.topic, p.partition, e)
 
 
+def _starting_at(partitions: list[_Partition], first: tuple[str, int] | None) -> list[_Partition]:
+    """The partitions in their order, rotated to begin with ``first`` (unchanged when it is not among them)."""
+    at = next((i for i, p in enumerate(partitions) if (p.topic, p.partition) == first), 0)
+    return partitions[at:] + partitions[:at]
+
+
 def _larger_than(limit: int) -> Callable[[Record], bool]:
     def diverted(record: Record) -> bool:
         return record_batch_size(record.key, record.value, record.headers) > limit
@@ -509,6 +532,12 @@ class _Plan:
             report = self._report("content", (start, start), (0, 0))
             report.notes.append(f"{self.p.remote}-{self.p.partition} is not on the target yet: nothing to compare")
             return report
+        # The source's end read again, after the target's: every record on the target was copied from one below it,
+        # so a record copied since the plan was made is compared, not counted extra.
+        with contextlib.suppress(KafkaException):
+            high = watermarks(v._reader(v.flow.source), self.p.topic, self.p.partition, v.timeout)[1]
+            self.log = (self.log[0], max(self.log[1], high))
+            start, end = self.source_range
         syncs = v.offset_syncs(self.p.topic, self.p.partition)
         down = target_low
         method: Method = "offset syncs" if syncs else "content"
@@ -573,20 +602,97 @@ def _combine(report: PartitionReport, parts: Sequence[PartitionReport]) -> None:
 
 
 # -- continuous verification ------------------------------------------------------------------------------------------
+NEXT_FACT = "verify_next"  # flow status: ``<topic>:<partition>`` a deadline left first, where the next run starts
+STARTED_FACT = "verify_started_ms"  # flow status: when the last continuous run started (what "due" counts from)
+
+
+@dataclass(frozen=True)
+class VerifyContext:
+    """What a scheduled verification of the flow needs (the verify function's, and ``srm run``'s scheduler's)."""
+
+    config: SrmConfig
+    flow: Flow
+    state: StateStore
+    resolver: SecretResolver
+    metrics: Emitter = field(default_factory=NullEmitter)
+    timeout: float = 30.0
+
+
+def verify_due(ctx: VerifyContext, now_ms: int | None = None, deadline: float | None = None) -> FlowVerification | None:
+    """One tick of the verify function's schedule: a run of continuous verification when one is due
+    (``verify.interval.seconds`` since the last run started; 0, the default, is off), none otherwise.
+
+    On AWS the schedule ticks more often than the interval, in ``srm run`` at the interval: both ask here. A run
+    starts no partition past ``deadline`` (the invocation's remaining time); the next run begins with those left.
+    Each verified partition's figures go to the raw metrics (:class:`VerificationRun`)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    settings = ctx.config.settings(*ctx.flow)
+    interval_ms = int(settings.verify_interval_seconds * 1000)
+    if not settings.enabled or not interval_ms:
+        return None
+    facts = ctx.state.flow_status(*ctx.flow)
+    last = facts.get(STARTED_FACT)
+    # a schedule fires a little early or late: a tick this close to due counts as due, or an interval of one
+    # EventBridge minute would verify every other minute
+    early_ms = min(10_000, interval_ms // 10)
+    if isinstance(last, int) and now_ms + early_ms < last + interval_ms:
+        return None
+    source, target = ctx.flow
+    ctx.state.update_flow_status(source, target, **{STARTED_FACT: now_ms})
+    first = _partition_of(str(facts.get(NEXT_FACT, "")))
+    result = verify_increment(
+        ctx.config, ctx.flow, ctx.state, ctx.resolver, ctx.timeout, VerifyOptions(deadline=deadline, first=first)
+    )
+    for r in result.reports:
+        ctx.metrics.emit(
+            VerificationRun(
+                ts=now_ms,
+                source=ctx.flow.source,
+                target=ctx.flow.target,
+                topic=r.topic,
+                partition=r.partition,
+                compared=r.compared,
+                differences=differences(FlowVerification(result.flow, [r])),
+                verified_through=_through(r),
+            )
+        )
+    return result
+
+
+def _partition_of(fact: str) -> tuple[str, int] | None:
+    topic, _, partition = fact.rpartition(":")
+    return (topic, int(partition)) if topic and partition.isdigit() else None
+
+
 def verify_increment(
-    config: SrmConfig, flow: Flow, state: StateStore, resolver: SecretResolver, timeout: float = 30.0
+    config: SrmConfig,
+    flow: Flow,
+    state: StateStore,
+    resolver: SecretResolver,
+    timeout: float = 30.0,
+    options: VerifyOptions | None = None,
 ) -> FlowVerification:
     """One run of continuous verification (``verify.interval.seconds``): every partition of the flow from where the
-    last identical run stopped to what is replicated now; the differences and the time noted in the flow's status."""
+    last identical run stopped to what is replicated now; the differences, the time and the partition a deadline
+    left first noted in the flow's status."""
     verifier = Verifier.for_flow(config, *flow, resolver, state, timeout=timeout)
     try:
-        result = verifier.run(VerifyOptions())
+        result = verifier.run(options or VerifyOptions())
     finally:
         verifier.close()
+    deferred = "" if not result.deferred else "{}:{}".format(*result.deferred[0])
     state.update_flow_status(
-        *flow, verified_at_ms=int(time.time() * 1000), verification_differences=differences(result)
+        *flow,
+        verified_at_ms=int(time.time() * 1000),
+        verification_differences=differences(result),
+        **{NEXT_FACT: deferred},
     )
     return result
+
+
+def _through(report: PartitionReport) -> int:
+    """The next source offset not verified identical: the range's end, or its start when it differed."""
+    return report.source_range[1] if report.identical else report.source_range[0]
 
 
 def differences(result: FlowVerification) -> int:
@@ -599,11 +705,15 @@ def differences(result: FlowVerification) -> int:
 
 def verify_values(result: FlowVerification) -> list[tuple[str, float, str | None]]:
     """The metrics of a run, per topic: the lowest next offset not verified identical, the records compared and the
-    differences found (:data:`srm.metrics.model.names.EMF_METRICS`)."""
-    values: list[tuple[str, float, str | None]] = []
+    differences found (:data:`srm.metrics.model.names.EMF_METRICS`); the flow's records and differences summed (what
+    the dashboard and ``VerificationDifferencesAlarm`` read)."""
+    values: list[tuple[str, float, str | None]] = [
+        ("VerifiedRecords", result.compared, None),
+        ("VerificationDifferences", differences(result), None),
+    ]
     for topic in sorted({r.topic for r in result.reports}):
         reports = [r for r in result.reports if r.topic == topic]
-        through = [r.source_range[1] if r.identical else r.source_range[0] for r in reports]
+        through = [_through(r) for r in reports]
         values += [
             ("VerifiedThroughOffset", min(through), topic),
             ("VerifiedRecords", sum(r.compared for r in reports), topic),

@@ -12,6 +12,7 @@ answered by them) is :mod:`srm.control.remote`. ``/connectors/<name>/offsets`` i
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
@@ -435,12 +436,21 @@ def _unsupported_body(event: dict[str, Any]) -> dict[str, Any] | None:
     headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
     kind = headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if kind == "application/json" or kind.endswith("+json"):
+        if not event.get("isBase64Encoded"):
+            return None
+        try:  # Powertools decodes it as UTF-8 and would fail with a 500
+            base64.b64decode(event["body"]).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return _body_refused(400, "the body must be JSON in UTF-8")
         return None
-    body = json.dumps({"message": f"the body must be JSON (Content-Type: application/json), not {kind or 'none'}"})
+    return _body_refused(415, f"the body must be JSON (Content-Type: application/json), not {kind or 'none'}")
+
+
+def _body_refused(status: int, message: str) -> dict[str, Any]:
     return {
-        "statusCode": 415,
+        "statusCode": status,
         "multiValueHeaders": {"Content-Type": ["application/json"]},
-        "body": body,
+        "body": json.dumps({"message": message}),
         "isBase64Encoded": False,
     }
 

@@ -36,6 +36,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from srm.core.said import Said
+
 __all__ = [
     "AclChanges",
     "AclSyncResult",
@@ -48,6 +50,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_said = Said()  # per container: what a target refuses, said when it starts or changes
 
 _ANY: Any = None  # a filter field that matches anything (the stubs type these fields as str)
 _ANY_TOPIC = AclBindingFilter(
@@ -208,8 +211,14 @@ class TopicAcls:
                 futures[binding].result(timeout)
             except KafkaException as e:
                 failed.add(key)
-                if not self._security_disabled(alias, e):
-                    log.warning("cannot create ACL %s on %s: %s", key, alias, e.args[0])
+                # a binding the target refuses is tried at every sync: said when it starts or changes
+                if (
+                    not self._security_disabled(alias, e)
+                    and (again := _said.tell((alias, key), str(e.args[0]))) is not None
+                ):
+                    log.warning("cannot create ACL %s on %s: %s%s", key, alias, e.args[0], again)
+            else:
+                _said.ended((alias, key))
         return failed
 
     def _delete(self, alias: str, admin: AdminClient, keys: Iterable[str], timeout: float) -> None:
@@ -225,8 +234,11 @@ class TopicAcls:
             try:
                 future.result(timeout)
             except KafkaException as e:
-                if not self._security_disabled(alias, e):
-                    log.warning("cannot delete ACL %s on %s: %s", acl_filter, alias, e.args[0])
+                if (
+                    not self._security_disabled(alias, e)
+                    and (again := _said.tell((alias, str(acl_filter)), str(e.args[0]))) is not None
+                ):
+                    log.warning("cannot delete ACL %s on %s: %s%s", acl_filter, alias, e.args[0], again)
 
     def _security_disabled(self, alias: str, e: KafkaException) -> bool:
         err = e.args[0] if e.args else None

@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 
 from srm.core.filters import PatternList
 from srm.core.plans import TopicInfo, config_changes, explicit_configs, replicable_configs
+from srm.core.said import Said
 from srm.errors import RetriableError
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_said = Said()  # per container: a topic's config refused by the target is said when it starts or changes
 
 
 def list_topics(admin: AdminClient, timeout: float = 15.0) -> dict[str, TopicInfo]:
@@ -211,7 +213,8 @@ def describe_topic_configs(
         except KafkaException as e:
             if not skip_failed:
                 raise
-            log.warning("cannot describe the configs of topic %s: %s", resource.name, e.args[0])
+            if (again := _said.tell((resource.name, "describe"), str(e.args[0]))) is not None:
+                log.warning("cannot describe the configs of topic %s: %s%s", resource.name, e.args[0], again)
     return result
 
 
@@ -273,6 +276,7 @@ def sync_topic_configs(
     target_configs = describe_topic_configs(target_admin, remote_topics.values(), timeout, skip_failed=True)
     held: dict[str, dict[str, str]] = {}
     resources: dict[str, ConfigResource] = {}
+    said: dict[str, str] = {}  # remote topic → its changes, as the log says them once they hold
     for topic, remote in remote_topics.items():
         if topic not in source_configs or remote not in target_configs:
             continue
@@ -287,11 +291,8 @@ def sync_topic_configs(
                 ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in sorted(changes.delete)
             ]
             resources[topic] = ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries)
-            log.info(
-                "topic %s: config %s%s",
-                remote,
-                ", ".join(f"{k}={v}" for k, v in changes.set.items()) or "",
-                f" (reset: {', '.join(sorted(changes.delete))})" if changes.delete else "",
+            said[remote] = ", ".join(f"{k}={v}" for k, v in changes.set.items()) + (
+                f" (reset: {', '.join(sorted(changes.delete))})" if changes.delete else ""
             )
     if resources:
         futures = target_admin.incremental_alter_configs(list(resources.values()), request_timeout=timeout)
@@ -303,8 +304,13 @@ def sync_topic_configs(
                 err = e.args[0]
                 if isinstance(err, KafkaError) and err.code() in _UNSUPPORTED:
                     raise  # as MM2: a target without IncrementalAlterConfigs cannot have its configs synced
-                log.warning("cannot alter the configs of topic %s: %s", resource.name, err)
+                # a target refusing a config refuses it at every sync: said when it starts or changes
+                if (again := _said.tell((resource.name, "alter"), str(err))) is not None:
+                    log.warning("cannot alter the configs of topic %s: %s%s", resource.name, err, again)
                 held.pop(by_remote[resource.name], None)
+            else:  # said once it holds: a refused change would be tried, and said, at every sync
+                _said.ended((resource.name, "alter"))
+                log.info("topic %s: config %s", resource.name, said[resource.name])
     return held, sorted(r.name for t, r in resources.items() if t in held)
 
 

@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
 from srm.config.secrets import SecretResolver, default_secret_resolver
 from srm.config.settings import SrmConfig
 from srm.core.plans import TopicInfo, mapping_group_id
+from srm.core.said import Said
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError, list_topics
@@ -27,6 +28,7 @@ from srm.mm2.formats import FormatError, Heartbeat
 __all__ = ["KafkaStatusProbe", "age_probe", "quiet_probe"]
 
 log = logging.getLogger(__name__)
+_said = Said()  # per container: a probe that keeps failing is said when it starts or changes
 
 
 def quiet_probe(
@@ -48,7 +50,11 @@ def quiet_probe(
         except TimeoutError:
             return False
         except KafkaException as e:
-            log.warning("cannot tell whether %s-%d is quiet in [%d, %d): %s", topic, partition, start, end, e)
+            # asked at every checkpoint run while the source does not answer: said when it starts or changes
+            if (again := _said.tell((topic, partition, "quiet"), str(e))) is not None:
+                log.warning(
+                    "cannot tell whether %s-%d is quiet in [%d, %d): %s%s", topic, partition, start, end, e, again
+                )
             return False
         finally:
             consumer.close()
@@ -85,7 +91,8 @@ def age_probe(
                     if position.offset >= left.get((position.topic, position.partition), 0):
                         left.pop((position.topic, position.partition), None)
         except KafkaException as e:
-            log.info("the oldest unreplicated records not read: %s", e)
+            if (again := _said.tell("oldest", str(e))) is not None:
+                log.info("the oldest unreplicated records not read: %s%s", e, again)
         finally:
             consumer.close()
         return found

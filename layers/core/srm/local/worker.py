@@ -28,6 +28,7 @@ from typing import Any
 from srm.app import App
 from srm.config.nodes import member_id
 from srm.config.settings import SrmConfig
+from srm.core.said import Said
 from srm.errors import ConfigError
 from srm.kafka.admin import ensure_topic
 from srm.kafka.clients import consumer_config
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 FENCED_EXIT = 75  # the status a fenced worker exits with (the supervisor stops the node)
 _FOLLOW_S = 1.0  # how often the mappings are matched with the state's records
 _MEMBER_S = 2.0  # how often the member item is written
+_said = Said()  # what the worker's log said last: a failure that persists, the status line
 
 
 @dataclass
@@ -207,7 +209,13 @@ def run_worker(
             try:
                 local.follow(app.state.event_source_mappings(source, target))
             except Exception as e:  # the store does not answer: the running mappings go on
-                log.warning("%s->%s: cannot read the event source mappings (retried): %s", source, target, e)
+                if (again := _said.tell((source, target, "follow"), str(e))) is not None:
+                    log.warning(
+                        "%s->%s: cannot read the event source mappings (retried): %s%s", source, target, e, again
+                    )
+            else:
+                if _said.ended((source, target, "follow")):
+                    log.info("%s->%s: the event source mappings are read again", source, target)
             fenced = next((m.fenced for m in local.mappings().values() if m.fenced), None)
             if fenced is not None:
                 _report_member(members, local, leadership, source, target, fenced_by=fenced, watchdog=watchdog)
@@ -218,9 +226,12 @@ def run_worker(
         try:
             config = app.config()
         except Exception as e:
-            log.error("%s->%s: cannot read the configuration: %s", source, target, e)
+            if (again := _said.tell((source, target, "config"), str(e))) is not None:
+                log.error("%s->%s: cannot read the configuration: %s%s", source, target, e, again)
             stop.wait(2.0)
             continue
+        if _said.ended((source, target, "config")):
+            log.info("%s->%s: the configuration is read again", source, target)
         with leadership.guard if leadership is not None else contextlib.nullcontext():
             leading = leadership is None or leadership.is_leader
             for job in schedule if leading else ():
@@ -282,15 +293,21 @@ def _invoke(job: Scheduled, source: str, target: str) -> None:
         job.failures += 1
         job.failing_since_ms = job.failing_since_ms or started_ms
         job.last_error = (str(e).splitlines() or [type(e).__name__])[0]
-        log.error(
-            "%s->%s %s failed (retried next interval): %s",
+        # said when it starts failing or fails otherwise; a run failing as the last one did, now and then
+        again = _said.tell((source, target, "failing", job.name), job.last_error)
+        (log.error if again is not None else log.debug)(
+            "%s->%s %s failed (retried next interval): %s%s",
             source,
             target,
             job.name,
             e,
+            again or "",
             exc_info=log.isEnabledFor(logging.DEBUG),
         )
     else:
+        if job.failures:
+            _said.ended((source, target, "failing", job.name))
+            log.info("%s->%s %s succeeds again after %d failed run(s)", source, target, job.name, job.failures)
         job.failures, job.failing_since_ms, job.last_error = 0, None, None
 
 
@@ -298,20 +315,18 @@ def _log_status(source: str, target: str, mappings: Mapping[str, EmulatedMapping
     records = sum(m.stats.records for m in mappings.values())
     failing = [f"{t}: {m.stats.last_error}" for t, m in mappings.items() if m.stats.last_error]
     stalled = [f"{what} since {_clock(s.since_ms)}" for what, s in sorted(stalls.items())]
-    log.info(
-        "%s->%s: %d topic(s), %d record(s) replicated%s%s",
-        source,
-        target,
-        len(mappings),
-        records,
-        f"; failing: {'; '.join(failing)}" if failing else "",
-        f"; stalled: {', '.join(stalled)}" if stalled else "",
+    status = (
+        f"{len(mappings)} topic(s), {records} record(s) replicated"
+        + (f"; failing: {'; '.join(failing)}" if failing else "")
+        + (f"; stalled: {', '.join(stalled)}" if stalled else "")
     )
+    # progress is said as it goes; an idle flow's unchanged line is not said again
+    said = _said.tell((source, target, "status"), status, again_after_s=None) is not None
+    (log.info if said else log.debug)("%s->%s: %s", source, target, status)
 
 
 def default_schedule() -> list[Scheduled]:
-    from srm.handlers import checkpoint, heartbeat, topic_sync
-    from srm.local.verification import verify_flow
+    from srm.handlers import checkpoint, heartbeat, topic_sync, verify
 
     def every(key: str, enabled_key: str | None = None) -> Callable[[SrmConfig], float | None]:
         def interval(config: SrmConfig) -> float | None:
@@ -333,7 +348,7 @@ def default_schedule() -> list[Scheduled]:
             checkpoint.lambda_handler,
             every("emit_checkpoints_interval_seconds", "emit_checkpoints_enabled"),
         ),
-        Scheduled("verify", verify_flow, _verify_interval),
+        Scheduled("verify", verify.lambda_handler, _verify_interval),
     ]
 
 

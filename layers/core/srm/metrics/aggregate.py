@@ -4,9 +4,9 @@
 (:mod:`srm.metrics.model.schema`, whose field table this module turns into a Spark schema) and bad lines with a reason.
 :func:`aggregate` turns records into one row per resolution (1 minute, 1 hour), level (partition, topic, flow),
 series and window, with the metrics of :mod:`srm.metrics.table` as snake_case columns. It is
-:func:`aggregate_partials` of :func:`partials`: the partials of disjoint sets of records merge
-(:func:`merge_partials`) into those of their union, exactly, which is what lets a run aggregate only new records and
-merge them with partials stored by earlier runs (:mod:`srm.metrics.runner`).
+:func:`aggregate_partials` of :func:`partials`: the partials of disjoint sets of records merge (``partials(records,
+earlier)``) into those of their union, exactly, which is what lets a run aggregate only new records and merge them
+with partials stored by earlier runs (:mod:`srm.metrics.runner`).
 
 How it aggregates, natively (no Python per row):
 
@@ -45,7 +45,6 @@ __all__ = [
     "bad_of",
     "check_lines",
     "distinct_records",
-    "merge_partials",
     "parse_lines",
     "partials",
     "raw_schema",
@@ -203,14 +202,6 @@ def _minute(df: DataFrame) -> DataFrame:
     return df.withColumn("window_start", F.col("ts") - F.col("ts") % RESOLUTIONS["1m"])
 
 
-def _with_series(df: DataFrame) -> DataFrame:
-    """Flow-wide rows have no topic or partition columns of their own."""
-    for name, kind in (("topic", "string"), ("partition", "long")):
-        if name not in df.columns:
-            df = df.withColumn(name, F.lit(None).cast(kind))
-    return df
-
-
 def _fan_out(df: DataFrame) -> DataFrame:
     """Each row (per partition and minute) once per (resolution, level) it counts in; key columns rewritten."""
     targets = []
@@ -279,6 +270,8 @@ def _partial_values() -> list[tuple[str, Column, str]]:
         ("mapping_problems", F.when(_is("topic_sync"), F.coalesce("mapping_problems", F.lit(0))), "max"),
         ("lost_offsets", F.when(_is("data_loss"), F.col("lost")), "sum"),
         ("topic_resets", F.when(_is("topic_reset"), F.lit(1).cast("long")), "sum"),
+        ("verified_records", F.when(_is("verification"), F.col("compared")), "sum"),
+        ("verification_differences", F.when(_is("verification"), F.col("differences")), "sum"),
         ("_lag", F.when(_is("lag"), F.struct("ts", "lag", "oldest_age_ms")), "max"),
         ("_heartbeat", F.when(_is("heartbeat"), F.struct("ts", "age_ms", "latency_ms")), "max"),
     ]
@@ -294,6 +287,9 @@ def _partial_values() -> list[tuple[str, Column, str]]:
 
 
 _COMBINE = {"sum": F.sum, "min": F.min, "max": F.max}
+# The last samples (a max of a struct, ``ts`` first) and the kinds of the records that have them.
+_SAMPLES = ("_lag", "_heartbeat")
+_SAMPLE_KINDS = ("lag", "heartbeat")
 # The maps of a partial: merged sketches' bucket counts (index → count, the zero bucket as ``ZERO_INDEX``) and the
 # counts by key, both summed per key when partials merge.
 _MAPS = tuple(f"_{prefix}_b" for prefix, *_ in _DISTRIBUTIONS) + tuple(f"_{name}" for name, *_ in _COUNTS_BY)
@@ -305,116 +301,114 @@ def _scalar_aggs() -> list[Column]:
 
 
 def _entries(records: DataFrame) -> DataFrame:
-    """Every record's map entries in long form: (minute keys, ``m`` the partial map's name, ``key``, ``c``)."""
+    """Every record's map entries in long form: (minute keys, ``m`` the partial map's name, ``key``, ``c``).
+
+    One native explode per map, each branch reading only its own column (the input is Parquet or cached), rather
+    than one array of every map built per row by lambdas: those run interpreted, once per bucket."""
     rows = []
     for prefix, kind, field, _ in _DISTRIBUTIONS:
         sketch = F.col(field)
-        zero = F.array(
-            F.struct(F.lit(str(ZERO_INDEX)).alias("key"), F.coalesce(sketch.z, F.lit(0).cast("long")).alias("c"))
-        )
-        rest = F.transform(F.map_entries(sketch.b), lambda e: F.struct(e.key.alias("key"), e.value.alias("c")))
-        buckets = F.explode(F.filter(F.concat(zero, rest), lambda b: b.c > 0)).alias("e")
-        selected = _minute(records.where(_is(kind) & sketch.isNotNull())).select(
-            *MINUTE_KEYS, F.lit(f"_{prefix}_b").alias("m"), buckets
-        )
-        rows.append(selected.select(*MINUTE_KEYS, "m", "e.key", "e.c"))
+        of_kind = _minute(records.where(_is(kind) & sketch.isNotNull()))
+        bucket = F.lit(f"_{prefix}_b").alias("m")
+        rows.append(of_kind.select(*MINUTE_KEYS, bucket, F.explode(sketch.b).alias("key", "c")))
+        zero = of_kind.where(sketch.z > 0)
+        rows.append(zero.select(*MINUTE_KEYS, bucket, F.lit(str(ZERO_INDEX)).alias("key"), sketch.z.alias("c")))
     for name, kind, counts in _COUNTS_BY:
         exploded = F.explode(counts()).alias("key", "c")
         rows.append(_minute(records.where(_is(kind))).select(*MINUTE_KEYS, F.lit(f"_{name}").alias("m"), exploded))
     return functools.reduce(lambda a, b: a.unionByName(b), rows)
 
 
-def _maps_of(entries: DataFrame) -> DataFrame:
-    """Long-form entries summed per key and folded back into one map column per name (null when empty)."""
-    summed = entries.groupBy(*MINUTE_KEYS, "m", "key").agg(F.sum("c").alias("c"))
-    collected = summed.groupBy(*MINUTE_KEYS).agg(
-        *(F.collect_list(F.when(F.col("m") == name, F.struct("key", "c"))).alias(name) for name in _MAPS)
+def _fold(*parts: DataFrame) -> DataFrame:
+    """Rows of aggregated scalars, samples and summed map entries (``m``, ``key``, ``c``) folded into one row per
+    minute key, the entries into one map column per name of :data:`_MAPS` (null when empty)."""
+    both = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    columns = [name for name, *_ in _partial_values()]
+    folded = both.groupBy(*MINUTE_KEYS).agg(
+        *(F.first(name, ignorenulls=True).alias(name) for name in columns),
+        *(F.collect_list(F.when(F.col("m") == name, F.struct("key", "c"))).alias(name) for name in _MAPS),
     )
-    return collected.select(
-        *MINUTE_KEYS, *(F.when(F.size(name) > 0, F.map_from_entries(F.array_sort(name))).alias(name) for name in _MAPS)
+    return folded.select(
+        *MINUTE_KEYS,
+        *columns,
+        *(F.when(F.size(name) > 0, F.map_from_entries(F.array_sort(name))).alias(name) for name in _MAPS),
     )
 
 
-def _with_maps(scalars: DataFrame, maps: DataFrame) -> DataFrame:
-    """One row per minute key: the scalars and the maps side by side (a union and a fold, since keys hold nulls)."""
-    both = scalars.unionByName(maps, allowMissingColumns=True)
-    columns = [name for name in both.columns if name not in MINUTE_KEYS]
-    return both.groupBy(*MINUTE_KEYS).agg(*(F.first(name, ignorenulls=True).alias(name) for name in columns))
-
-
-def partials(records: DataFrame) -> DataFrame:
+def partials(records: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
     """Mergeable partials of records: one row per (source, target, topic, partition, minute) with the sums, mins,
-    maxes and last samples of :func:`_partial_values` and the maps of :data:`_MAPS`.
+    maxes and last samples of :func:`_partial_values` and the maps of :data:`_MAPS`; merged with the partials
+    ``earlier`` (of other records) when given.
 
-    Partials of disjoint sets of records merge (:func:`merge_partials`) into the partials of their union, exactly:
-    every column is a sum, a min, a max or a per-key sum. Duplicates (same ``id``) must be removed before.
+    Partials of disjoint sets of records merge into the partials of their union, exactly: every column is a sum, a
+    min, a max or a per-key sum. Duplicates (same ``id``) must be removed before. ``records`` is read once per map
+    and once for the scalars: pass it from Parquet (columns read apart) or cached.
+
+    Scalars, last samples and map entries are each aggregated apart: the scalars' buffers are all fixed-width (a
+    hash aggregation over every record), the last samples are structs (a sort, so only over lag and heartbeat
+    records), and the entries are summed per key before any map is built.
     """
     values = _partial_values()
-    minutes = _minute(records).select(*MINUTE_KEYS, *(value.alias(name) for name, value, _ in values))
-    scalars = minutes.groupBy(*MINUTE_KEYS).agg(*_scalar_aggs())
-    return _with_maps(scalars, _maps_of(_entries(records)))
+    scalar_names = [name for name, _, _ in values if name not in _SAMPLES]
+    minutes = _minute(records)
+    scalars = minutes.select(*MINUTE_KEYS, *(value.alias(name) for name, value, _ in values if name not in _SAMPLES))
+    samples = minutes.where(F.col("kind").isin(*_SAMPLE_KINDS)).select(
+        *MINUTE_KEYS, *(value.alias(name) for name, value, _ in values if name in _SAMPLES)
+    )
+    entries = _entries(records)
+    if earlier is not None:
+        # Partials stored by a version that had no such figure yet: it is none there (null, an empty map).
+        types = {**{f.name: f.dataType for f in scalars.schema}, **{f.name: f.dataType for f in samples.schema}}
+        missing = [n for n in (*scalar_names, *_SAMPLES) if n not in earlier.columns]
+        earlier = earlier.select("*", *(F.lit(None).cast(types[n]).alias(n) for n in missing))
+        scalars = scalars.unionByName(earlier.select(*MINUTE_KEYS, *scalar_names))
+        sampled = functools.reduce(lambda a, b: a | b, (F.col(name).isNotNull() for name in _SAMPLES))
+        samples = samples.unionByName(earlier.where(sampled).select(*MINUTE_KEYS, *_SAMPLES))
+        entries = entries.unionByName(_map_entries(earlier))
+    combined = {name: how for name, _, how in values}
+    return _fold(
+        scalars.groupBy(*MINUTE_KEYS).agg(*(_COMBINE[combined[name]](name).alias(name) for name in scalar_names)),
+        samples.groupBy(*MINUTE_KEYS).agg(*(F.max(name).alias(name) for name in _SAMPLES)),
+        entries.groupBy(*MINUTE_KEYS, "m", "key").agg(F.sum("c").alias("c")),
+    )
 
 
 def _map_entries(partial: DataFrame) -> DataFrame:
     """The maps of partials in long form (as :func:`_entries` gives them for records)."""
-    rows = [partial.select(*MINUTE_KEYS, F.lit(name).alias("m"), F.explode(name).alias("key", "c")) for name in _MAPS]
+    rows = [
+        partial.select(*MINUTE_KEYS, F.lit(name).alias("m"), F.explode(name).alias("key", "c"))
+        for name in _MAPS
+        if name in partial.columns  # stored by a version without this map: no entries
+    ]
     return functools.reduce(lambda a, b: a.unionByName(b), rows)
-
-
-def merge_partials(partial: DataFrame) -> DataFrame:
-    """Partials (several rows per minute key allowed) merged into one row per minute key."""
-    scalars = partial.groupBy(*MINUTE_KEYS).agg(*_scalar_aggs())
-    return _with_maps(scalars, _maps_of(_map_entries(partial)))
 
 
 def _lag_sums(scalars: DataFrame) -> DataFrame:
     """Lag of a topic or flow at a window's end: the sum of its partitions' last samples in the window."""
     partitions = scalars.where((F.col("level") == "partition") & F.col("_lag").isNotNull())
-    parts = []
-    for level, keys in (("topic", ["source", "target", "topic"]), ("flow", ["source", "target"])):
-        grouped = partitions.groupBy("resolution", *keys, "window_start").agg(
-            F.sum("_lag.lag").alias("replication_records_lag"),
-            F.max("_lag.oldest_age_ms").alias("oldest_unreplicated_age_ms"),
-        )
-        parts.append(_with_series(grouped).withColumn("level", F.lit(level)))
-    return parts[0].unionByName(parts[1])
+    levels = F.array(
+        F.struct(F.lit("topic").alias("level"), F.col("topic").alias("topic")),
+        F.struct(F.lit("flow").alias("level"), F.lit(None).cast("string").alias("topic")),
+    )
+    each = partitions.select("resolution", "source", "target", "window_start", "_lag", F.explode(levels).alias("_t"))
+    grouped = each.groupBy("resolution", "_t.level", "source", "target", "_t.topic", "window_start").agg(
+        F.sum("_lag.lag").alias("replication_records_lag"),
+        F.max("_lag.oldest_age_ms").alias("oldest_unreplicated_age_ms"),
+    )
+    return grouped.withColumn("partition", F.lit(None).cast("long"))
 
 
-def _quantile_buckets(summed: DataFrame) -> DataFrame:
-    """Per (resolution, level, series, window): the bucket index of each quantile of each merged sketch."""
-    buckets = summed.where(F.col("m").endswith("_b")).select(
-        *OUTPUT_KEYS, "m", F.col("key").cast("int").alias("i"), "c"
-    )
-    series = [*OUTPUT_KEYS, "m"]
-    running = buckets.withColumn(
-        "cum", F.sum("c").over(Window.partitionBy(*series).orderBy("i").rowsBetween(Window.unboundedPreceding, 0))
-    ).withColumn("n", F.sum("c").over(Window.partitionBy(*series)))
-    return running.groupBy(*OUTPUT_KEYS).agg(
-        *(
-            F.min(F.when((F.col("m") == f"_{prefix}_b") & (F.col("cum") > q * (F.col("n") - 1)), F.col("i"))).alias(
-                f"_{prefix}_{label}"
-            )
-            for prefix, *_ in _DISTRIBUTIONS
-            for label, q in _QUANTILES
-        )
-    )
+def _quantile_index(buckets: Column, n: Column, q: float) -> Column:
+    """The index of the first bucket (``buckets`` sorted by index, ``n`` values in all) whose running count exceeds
+    ``q * (n - 1)``: one walk of the buckets (``n`` is the sketches' exact count, not a sum inside the walk)."""
+    rank = q * (n - 1)
+    start = F.struct(F.lit(0).cast("long").alias("cum"), F.lit(None).cast("int").alias("i"))
 
+    def step(acc: Column, b: Column) -> Column:
+        cum = acc.cum + b.c
+        return F.struct(cum.alias("cum"), F.coalesce(acc.i, F.when(cum > rank, b.i)).alias("i"))
 
-def _counts_by(summed: DataFrame) -> DataFrame:
-    """The maps of counts (by error class, skip reason, failed step), summed per key."""
-    counts = summed.where(~F.col("m").endswith("_b"))
-    collected = counts.groupBy(*OUTPUT_KEYS).agg(
-        *(
-            F.array_sort(
-                F.collect_list(F.when(F.col("m") == f"_{name}", F.struct("key", F.col("c").alias("count"))))
-            ).alias(name)
-            for name, *_ in _COUNTS_BY
-        )
-    )
-    return collected.select(
-        *OUTPUT_KEYS,
-        *(F.when(F.size(name) > 0, F.map_from_entries(name)).alias(name) for name, *_ in _COUNTS_BY),
-    )
+    return F.aggregate(buckets, start, step).i
 
 
 def _distribution(prefix: str) -> Column:
@@ -436,7 +430,6 @@ def _distribution(prefix: str) -> Column:
 
 def distinct_records(records: DataFrame) -> DataFrame:
     """One record per ``id``; records without an id (written before ids existed) are all kept."""
-    # One pass (a window), not a union of two: aggregate reads its input in several branches, each repeats this.
     ranked = records.withColumn("_copy", F.row_number().over(Window.partitionBy("id").orderBy("file", "ts")))
     return ranked.where(F.col("id").isNull() | (F.col("_copy") == 1)).drop("_copy")
 
@@ -444,21 +437,54 @@ def distinct_records(records: DataFrame) -> DataFrame:
 def aggregate(records: DataFrame) -> DataFrame:
     """Aggregates of parsed records: :data:`OUTPUT_KEYS` plus one column per metric (null where no data).
 
-    A record delivered twice (same ``id``: Firehose delivers at least once) counts once.
+    A record delivered twice (same ``id``: Firehose delivers at least once) counts once. The distinct records and
+    their partials are each computed once, eagerly, and kept (memory, then disk) until the result is dropped:
+    :func:`partials` reads its input once per map and :func:`aggregate_partials` twice, and each read would
+    otherwise parse, check and deduplicate the input again.
     """
-    return aggregate_partials(partials(distinct_records(records)))
+    distinct = distinct_records(records).localCheckpoint()
+    return aggregate_partials(partials(distinct).localCheckpoint())
 
 
 def aggregate_partials(partial: DataFrame) -> DataFrame:
-    """Aggregates of merged partials (:func:`merge_partials`): every window of every (resolution, level) they
-    cover. ``partial`` is read twice: cache it, or read it from storage, when it is expensive to compute."""
+    """Aggregates of merged partials (one row per minute key): every window of every (resolution, level) they
+    cover. ``partial`` is read twice: cache it, or read it from storage, when it is expensive to compute.
+
+    Four aggregations: the scalars per window, the lag sums over them, the map entries per window and key, and one
+    fold of the three per window, where each distribution's buckets are collected sorted and walked once for its
+    quantiles (no window function, no join)."""
     scalars = _fan_out(partial.select(*MINUTE_KEYS, *(name for name, *_ in _partial_values())))
     scalars = scalars.groupBy(*OUTPUT_KEYS).agg(*_scalar_aggs())
     summed = _fan_out(_map_entries(partial)).groupBy(*OUTPUT_KEYS, "m", "key").agg(F.sum("c").alias("c"))
-    parts = [scalars, _lag_sums(scalars), _quantile_buckets(summed), _counts_by(summed)]
-    merged = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-    columns = [name for name in merged.columns if name not in OUTPUT_KEYS]
-    rows = merged.groupBy(*OUTPUT_KEYS).agg(*(F.first(name, ignorenulls=True).alias(name) for name in columns))
+    merged = scalars.unionByName(_lag_sums(scalars), allowMissingColumns=True).unionByName(
+        summed, allowMissingColumns=True
+    )
+    columns = [name for name in merged.columns if name not in (*OUTPUT_KEYS, "m", "key", "c")]
+    buckets = {
+        prefix: F.collect_list(
+            F.when(F.col("m") == f"_{prefix}_b", F.struct(F.col("key").cast("int").alias("i"), F.col("c")))
+        )
+        for prefix, *_ in _DISTRIBUTIONS
+    }
+    counts = {
+        name: F.collect_list(F.when(F.col("m") == f"_{name}", F.struct("key", F.col("c").alias("count"))))
+        for name, *_ in _COUNTS_BY
+    }
+    folded = merged.groupBy(*OUTPUT_KEYS).agg(
+        *(F.first(name, ignorenulls=True).alias(name) for name in columns),
+        *(F.array_sort(column).alias(f"_{prefix}_buckets") for prefix, column in buckets.items()),
+        *(F.array_sort(column).alias(name) for name, column in counts.items()),
+    )
+    rows = folded.select(
+        *OUTPUT_KEYS,
+        *columns,
+        *(
+            _quantile_index(F.col(f"_{prefix}_buckets"), F.col(f"_{prefix}_n"), q).alias(f"_{prefix}_{label}")
+            for prefix, *_ in _DISTRIBUTIONS
+            for label, q in _QUANTILES
+        ),
+        *(F.when(F.size(name) > 0, F.map_from_entries(name)).alias(name) for name, *_ in _COUNTS_BY),
+    )
     seconds = F.when(F.col("resolution") == "1m", RESOLUTIONS["1m"] / 1000).otherwise(RESOLUTIONS["1h"] / 1000)
     partition_level = F.col("level") == "partition"
     metrics: list[Column | str] = [
@@ -491,5 +517,7 @@ def aggregate_partials(partial: DataFrame) -> DataFrame:
         "mapping_problems",
         "lost_offsets",
         "topic_resets",
+        "verified_records",
+        "verification_differences",
     ]
     return rows.select(*OUTPUT_KEYS, *metrics)

@@ -22,7 +22,14 @@ FLOW = "${SourceAlias}->${TargetAlias}"  # the Flow dimension's value, as srm.me
 REGION = "${AWS::Region}"
 PERIOD = 60  # seconds; the checkpoint function samples lag and heartbeats every minute by default
 # the flow stack's functions (logical ids; ${Id} is the function's name) and alarms (${Id.Arn})
-FUNCTIONS = ("MirrorFunction", "TopicSyncFunction", "CheckpointFunction", "HeartbeatFunction", "MetricsApiFunction")
+FUNCTIONS = (
+    "MirrorFunction",
+    "TopicSyncFunction",
+    "CheckpointFunction",
+    "HeartbeatFunction",
+    "VerifyFunction",
+    "MetricsApiFunction",
+)
 ALARMS = (
     "LagAlarm",
     "HeartbeatAgeAlarm",
@@ -31,6 +38,7 @@ ALARMS = (
     "DataLossAlarm",
     "MappingProblemsAlarm",
     "TopicStalledAlarm",
+    "VerificationDifferencesAlarm",
 )
 WIDTH, HEIGHT = 12, 6  # two graphs a row (the grid is 24 wide)
 
@@ -113,6 +121,16 @@ def widgets() -> list[dict[str, Any]]:
         _graph("Lambda errors", [_lambda("Errors", f) for f in FUNCTIONS], "invocations"),
         _graph("Lambda throttles", [_lambda("Throttles", f) for f in FUNCTIONS], "invocations"),
         _graph("Event source mappings with a problem", [_srm("MappingProblems", "Maximum", "mappings")], "mappings"),
+        _graph(
+            "Continuous verification: records compared / differences found",
+            [_srm("VerifiedRecords", "Sum", "compared"), _srm("VerificationDifferences", "Sum", "differences")],
+            "records",
+        ),
+        _graph(
+            "Verified through (next source offset not verified), per topic",
+            [_per_topic("VerifiedThroughOffset", "Minimum")],
+            "offset",
+        ),
     ]
 
 

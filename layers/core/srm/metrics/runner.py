@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from srm.metrics.aggregate import (
@@ -51,7 +51,6 @@ from srm.metrics.aggregate import (
     aggregate_partials,
     bad_of,
     check_lines,
-    merge_partials,
     partials,
     read_lines,
 )
@@ -445,55 +444,66 @@ def _aggregate(
     # The raw lines are parsed once, into Parquet beside the state: every pass below reads from there only the
     # columns it needs, and no pass holds the parsed records in memory (caching them would, sketches and all).
     staging = store.state_uri(f"staging/{run}")
-    check_lines(read_lines(spark, parts)).withColumn("_hour", F.when(F.col("reason").isNull(), hour_of)).withColumn(
-        "_row", F.monotonically_increasing_id()
-    ).write.parquet(staging)
+    checked = check_lines(read_lines(spark, parts)).withColumn("_hour", F.when(F.col("reason").isNull(), hour_of))
+    with _whole_stage_codegen(spark):
+        checked.withColumn("_row", F.monotonically_increasing_id()).write.parquet(staging)
     persisted: list[DataFrame] = []
     try:
         checked = spark.read.parquet(staging)
-        seen = checked.groupBy("_hour").agg(F.count(F.lit(1)).alias("n")).collect()
-        bad_lines = sum(row["n"] for row in seen if row["_hour"] is None)
+        # One small action for what the run holds: valid records per hour and minute, and the bad lines (no hour).
+        minute_of = F.when(F.col("_hour").isNotNull(), F.col("ts") - F.col("ts") % _MINUTE)
+        seen = checked.groupBy("_hour", minute_of.alias("_minute")).count().collect()
+        bad_lines = sum(row["count"] for row in seen if row["_hour"] is None)
         if bad_lines:
             _log_bad(bad_of(checked), store)
-        candidates = [row["_hour"] for row in seen if row["_hour"] is not None]
-        if not candidates:
+        valid_by_hour: dict[int, int] = {}
+        for row in seen:
+            if row["_hour"] is not None:
+                valid_by_hour[row["_hour"]] = valid_by_hour.get(row["_hour"], 0) + row["count"]
+        if not valid_by_hour:
             return 0, [], bad_lines, 0
         valid = checked.where(F.col("reason").isNull())
         # A record delivered twice counts once: copies in this run past the first, and records whose id an earlier
-        # run aggregated, are dropped (found on the ids alone; the rows dropped are few, so the join is cheap).
-        keys = valid.where(F.col("id").isNotNull()).select("id", "_row")
-        first = F.row_number().over(Window.partitionBy("id").orderBy("_row"))
-        drop = keys.withColumn("_copy", first).where(F.col("_copy") > 1).select("_row")
+        # run aggregated, are dropped (found on the ids alone; the rows dropped are few, so the joins are cheap).
+        keys = valid.where(F.col("id").isNotNull()).select("id", "_row", "_hour")
+        copies = keys.groupBy("id").agg(F.min("_row").alias("_first"), F.count(F.lit(1)).alias("_n"))
+        later = keys.join(copies.where(F.col("_n") > 1), "id").where(F.col("_row") != F.col("_first"))
+        drop = later.select("_row", "_hour")
         ids = [
             f"{store.state_uri('ids')}/{segment}/_hour={hour}"
-            for hour in candidates
+            for hour in valid_by_hour
             for segment in hours.get(str(hour), {}).get("ids", [])
         ]
         if ids:  # an id names one record, whose hour is fixed: the segments of its hour are all it can be in
-            drop = drop.unionByName(keys.join(spark.read.parquet(*ids).select("id"), "id", "left_semi").select("_row"))
-        drop = drop.persist()  # the rows dropped (few): computed once for the passes below
+            seen_before = keys.join(spark.read.parquet(*ids).select("id"), "id", "left_semi")
+            drop = drop.unionByName(seen_before.select("_row", "_hour")).dropDuplicates(["_row"])
+        drop = drop.persist()  # the rows dropped (few): computed once, by the count below, for the passes after it
         persisted.append(drop)
-        records = valid.select("file", *FIELD_TYPES, "_hour", "_row").join(drop, "_row", "left_anti")
-        kept = records.groupBy("_hour").count().collect()
-        touched = sorted(row["_hour"] for row in kept)
-        duplicates = sum(row["n"] for row in seen if row["_hour"] is not None) - sum(row["count"] for row in kept)
+        dropped = {row["_hour"]: row["count"] for row in drop.groupBy("_hour").count().collect()}
+        duplicates = sum(dropped.values())
+        touched = sorted(hour for hour, n in valid_by_hour.items() if n > dropped.get(hour, 0))
         if not touched:
             return 0, [], bad_lines, duplicates
-        # Every touched hour gets a segment (records without an id leave one null row), so each listed one exists.
-        segment = records.select("id", "_hour").dropDuplicates()
+        records = valid.select(*FIELD_TYPES, "_hour", "_row")
+        if duplicates:
+            records = records.join(drop.select("_row"), "_row", "left_anti")
+        # Every touched hour gets a segment (a null id marks one whose records have none), so each listed one exists.
+        markers = spark.createDataFrame([(None, hour) for hour in touched], "id string, _hour long")
+        segment = records.where(F.col("id").isNotNull()).select("id", "_hour").unionByName(markers)
         segment.write.partitionBy("_hour").parquet(store.state_uri(f"ids/{run}"))
-        fresh = partials(records)
         olds = [
             f"{store.state_uri('partials')}/{hours[str(h)]['partials']}/_hour={h}"
             for h in touched
             if hours.get(str(h), {}).get("partials")
         ]
-        if olds:
-            fresh = fresh.unionByName(spark.read.parquet(*olds))
+        earlier = spark.read.parquet(*olds) if olds else None
         merged_uri = store.state_uri(f"partials/{run}")
         hour_of_window = F.col("window_start") - F.col("window_start") % _HOUR
-        merge_partials(fresh).withColumn("_hour", hour_of_window).write.partitionBy("_hour").parquet(merged_uri)
-        minutes = sorted(row[0] for row in records.select(F.col("ts") - F.col("ts") % _MINUTE).distinct().collect())
+        with _whole_stage_codegen(spark):
+            partial = partials(records, earlier).withColumn("_hour", hour_of_window)
+            partial.write.partitionBy("_hour").parquet(merged_uri)
+        # The minutes of the records read (those of dropped copies too: rewriting a complete window changes nothing).
+        minutes = sorted({row["_minute"] for row in seen if row["_hour"] in touched})
         merged = spark.read.parquet(*(f"{merged_uri}/_hour={h}" for h in touched))
         rows = aggregate_partials(merged).where((F.col("resolution") == "1h") | F.col("window_start").isin(minutes))
         written = table.write(points(rows.toLocalIterator()))
@@ -508,6 +518,20 @@ def _aggregate(
         entry["partials"] = run
         entry["ids"] = [*entry.get("ids", []), run]
     return written, touched, bad_lines, duplicates
+
+
+@contextlib.contextmanager
+def _whole_stage_codegen(spark: SparkSession) -> Iterator[None]:
+    """Whole-stage code generation on for one query, then the session's setting back: the parse and the partials
+    pass over every record, where compiled code is several times faster than interpreted; the small plans around
+    them need no compiling (the local runtime's session turns it off for them)."""
+    key = "spark.sql.codegen.wholeStage"
+    before = spark.conf.get(key, "true") or "true"
+    spark.conf.set(key, "true")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
 
 
 def _log_bad(bad: DataFrame, store: RawStore) -> None:

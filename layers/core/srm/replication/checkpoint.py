@@ -36,6 +36,7 @@ from srm.core.checkpoints import (
     translate_group,
 )
 from srm.core.plans import mapping_group_id
+from srm.core.said import Said
 from srm.errors import RetriableError
 from srm.kafka.admin import end_offsets, group_offsets
 from srm.kafka.clients import produce_and_wait
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_said = Said()  # per container: a group's problem on the target is said when it starts or changes
 
 # (topic, partition) → [start, end) of the source: the timestamp of each range's first record (left out: unread)
 AgeProbe = Callable[[Mapping[tuple[str, int], tuple[int, int]]], dict[tuple[str, int], int]]
@@ -380,8 +382,10 @@ def sync_group_offsets(
         try:
             description = described[group].result()
         except KafkaException as e:  # a group the target cannot describe is left alone this round
-            log.warning("cannot describe group %s on %s: %s", group, ctx.target, e)
+            if (again := _said.tell((ctx.target, group, "describe"), str(e))) is not None:
+                log.warning("cannot describe group %s on %s: %s%s", group, ctx.target, e, again)
             continue
+        _said.ended((ctx.target, group, "describe"))
         if description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD) or description.members:
             if group not in ctx.active_on_target:
                 ctx.active_on_target.add(group)
@@ -403,7 +407,9 @@ def sync_group_offsets(
         try:
             ctx.target_admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
         except KafkaException as e:  # e.g. a consumer joined meanwhile: the broker refuses, and that is right
-            log.warning("could not commit offsets of group %s on %s: %s", group, ctx.target, e)
+            if (again := _said.tell((ctx.target, group, "commit"), str(e))) is not None:
+                log.warning("could not commit offsets of group %s on %s: %s%s", group, ctx.target, e, again)
             continue
+        _said.ended((ctx.target, group, "commit"))
         synced[group] = commit
     return synced

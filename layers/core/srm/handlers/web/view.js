@@ -1,5 +1,6 @@
 // The web view of the metrics API: every flow with its status, the selected flow's topics, charts of the
-// selected flow's (or topic's) throughput, latency, lag and oldest unreplicated record's age, and the nodes of an srm run cluster, refreshed every 10 s. Plain script, no build step;
+// selected flow's (or topic's) throughput, latency, lag, oldest unreplicated record's age and continuous
+// verification's records compared and differences found, and the nodes of an srm run cluster, refreshed every 10 s. Plain script, no build step;
 // uPlot (vendored beside this file) draws the charts. The selection lives in the URL's fragment: #/source/target
 // or #/source/target/topic. Each chart says how many points it drew in its data-points attribute and its state
 // (loading, ready, empty, error) in data-state; <body data-refreshes> counts finished refreshes.
@@ -21,6 +22,14 @@
     lag: { metric: "replication-records-lag", series: [{ label: "records", pick: (p) => p.value, stroke: "#7b3294" }] },
     // a stalled topic's oldest record not yet replicated grows older while the flowing ones' stay near their latency
     age: { metric: "oldest-unreplicated-age-ms", series: [{ label: "ms", pick: (p) => p.value, stroke: "#e66101" }] },
+    // continuous verification (verify.interval.seconds): any difference is worth seeing beside the records compared
+    verify: {
+      metrics: ["verified-records", "verification-differences"],
+      series: [
+        { label: "records compared", pick: (p) => p.of[0]?.value, stroke: "#2f6fde" },
+        { label: "differences", pick: (p) => p.of[1]?.value, stroke: "#d73027" },
+      ],
+    },
   };
   const plots = {}; // chart name → uPlot instance, while its selection stays
   window.srmCharts = plots; // for the browser test (and a curious console): each plot's data
@@ -217,8 +226,23 @@
       : `v2/cluster-metrics/${flow}/${metric}`;
   }
 
+  // A chart's series: its metric's, or several metrics' joined by window (each point's `of` holds each metric's)
+  async function chartSeries(chosen, spec) {
+    if (!spec.metrics) return getJson(seriesPath(chosen, spec.metric));
+    const answers = await Promise.all(spec.metrics.map((m) => getJson(seriesPath(chosen, m))));
+    const windows = new Map();
+    answers.forEach((answer, i) => {
+      for (const p of answer.points) {
+        const at = windows.get(p.timestamp) || { timestamp: p.timestamp, of: [] };
+        at.of[i] = p;
+        windows.set(p.timestamp, at);
+      }
+    });
+    return { ...answers[0], points: [...windows.values()].sort((a, b) => a.timestamp - b.timestamp) };
+  }
+
   function showErrors(errors) {
-    // one line per distinct answer: a missing flow fails its topics and all three charts alike
+    // one line per distinct answer: a missing flow fails its topics and all its charts alike
     const seen = new Map();
     for (const e of errors) {
       const key = `${e.status} ${e.why ?? e.message}`;
@@ -283,7 +307,7 @@
         },
       );
       const charts = Object.entries(CHARTS).map(([name, spec]) =>
-        getJson(seriesPath(chosen, spec.metric)).then(
+        chartSeries(chosen, spec).then(
           (series) => drawChart(name, series),
           (e) => {
             errors.push(e);

@@ -32,6 +32,9 @@ kind              fields
                   ``end_offset`` (the range, end exclusive), ``lost`` (offsets of it not reported before)
 ``topic_reset``   a source partition that started over (topic deleted and recreated): ``topic``, ``partition``,
                   ``replicated_end`` (what its old incarnation had replicated)
+``verification``  one partition verified by a run of continuous verification: ``topic``, ``partition``,
+                  ``compared`` (records compared), ``differences`` (missing, extra and different records found),
+                  ``verified_through`` (the next source offset not verified identical)
 ================  ====================================================================================================
 
 A sketch is :class:`srm.metrics.model.sketch.Sketch`'s JSON form (:class:`SketchData`). Unknown fields are ignored (so
@@ -69,6 +72,7 @@ __all__ = [
     "SketchData",
     "TopicReset",
     "TopicSyncRun",
+    "VerificationRun",
     "decode",
     "encode",
 ]
@@ -212,6 +216,13 @@ class TopicReset(_PartitionRecord):
     replicated_end: int = Field(ge=0)
 
 
+class VerificationRun(_PartitionRecord):
+    kind: Literal["verification"] = "verification"
+    compared: int = Field(ge=0)
+    differences: int = Field(ge=0)
+    verified_through: int = Field(ge=0)
+
+
 MetricRecord = Annotated[
     Union[  # noqa: UP007
         MirrorBatch,
@@ -223,6 +234,7 @@ MetricRecord = Annotated[
         TopicSyncRun,
         DataLoss,
         TopicReset,
+        VerificationRun,
     ],
     Field(discriminator="kind"),
 ]
