@@ -5,6 +5,7 @@ a group that rewinds below the restart point gets no checkpoint — not one that
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,46 @@ def test_offset_syncs_on_target_use_mm2_name_and_checkpoints_still_flow(clusters
     syncs = [OffsetSync.decode(r.key, r.value) for r in read_partition(b, "mm2-offset-syncs.a.internal", 0)]
     assert {s.partition for s in syncs if s.topic == topic} == set(range(PARTITIONS))
     assert {p: c.offset for p, c in checkpoints.items()} == dict.fromkeys(range(PARTITIONS), 17)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_supervisor_killed_outright_leaves_no_process_of_its_own_behind(clusters, tmp_path: Path):
+    # GIVEN srm run replicating a topic, with its worker, its metrics API and its metrics aggregation
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = unique("orphan")
+    create_topic(a, topic, 1)
+    produce_values(a, topic, 0, [b"v0", b"v1"])
+    config = write_config(tmp_path / "srm.yaml", {"a": a, "b": b}, {"a->b": {"topics": topic}})
+    with SrmRun(config, tmp_path, metrics=True) as run:
+        wait_for(lambda: len(read_partition(b, f"a.{topic}", 0)) == 2, 60, message="the records replicated")
+        children = _children(run.process.pid)
+        assert len(children) >= 3, run.output()[-2000:]  # the worker, the API, the aggregation
+        # WHEN the supervisor is killed with SIGKILL, which it cannot pass on
+        run.process.send_signal(signal.SIGKILL)
+        run.process.wait(10)
+        # THEN each process it started notices and stops by itself
+        try:
+            wait_for(lambda: not [p for p in children if _running(p)], 90, message="the orphaned processes stopped")
+        finally:  # none left to the rest of the suite whatever happened
+            for pid in filter(_running, children):
+                os.kill(pid, signal.SIGKILL)
+        assert "supervisor (pid" in run.output() and "is gone: this process stops" in run.output()

@@ -33,6 +33,7 @@ from srm.app.environment import Environment
 from srm.app.stores import Stores
 from srm.aws.secrets import secrets_manager_resolver
 from srm.local.kafka import install_root
+from srm.local.threads import stop_without_supervisor
 from srm.metrics.model.store import MetricsStore
 
 __all__ = ["aggregate_once", "archive_classes", "class_archive", "main", "spark_session"]
@@ -145,6 +146,7 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop_without_supervisor(stop)
     topic, alias = env.metrics_topic, env.store_cluster
     elected = _Elected(stores, topic, alias, metrics_dir) if topic and alias else None
     spark = None

@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from srm.local.context import LocalContext
 from srm.local.store import STATE_DIR
+from srm.local.threads import stop_without_supervisor
 
 __all__ = ["ApiServer", "api_url", "gateway_event"]
 
@@ -183,6 +184,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    stop_without_supervisor(stop)
     log.info("metrics API at %s (web view %s/ui, Swagger UI %s/swagger)", server.start(), server.url, server.url)
     stop.wait()
     server.stop()

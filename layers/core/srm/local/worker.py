@@ -37,7 +37,7 @@ from srm.local.event_source import EmulatedMapping
 from srm.local.leadership import Leadership, leader_group, nodes_topic
 from srm.local.mappings import LocalEventSources
 from srm.local.nodes import NodeFiles, Noted
-from srm.local.threads import thread_dump
+from srm.local.threads import stop_without_supervisor, thread_dump
 from srm.state import StateError
 from srm.state.nodes import MemberRecord, Nodes
 
@@ -390,6 +390,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    stop_without_supervisor(stop)
     event_sources = LocalEventSources(app, mirror.lambda_handler, node_id, nodes.session_timeout_ms)
     app.event_sources = event_sources
     schedule = default_schedule()
