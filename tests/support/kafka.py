@@ -77,7 +77,14 @@ def admin(bootstrap: str) -> AdminClient:
 def rewind(bootstrap: str, group: str, topic: str, partitions: int, offset: int) -> None:
     """Set an idle group's committed offset of every partition of ``topic`` to ``offset``."""
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, offset) for p in range(partitions)])
-    admin(bootstrap).alter_consumer_group_offsets([request])[group].result(30)
+
+    def committed() -> bool:
+        # the call succeeds as a whole while a partition's commit can fail, e.g. on a topic created a moment ago
+        # that the group coordinator does not know yet: those errors are per partition
+        done = admin(bootstrap).alter_consumer_group_offsets([request])[group].result(30)
+        return all(tp.error is None for tp in done.topic_partitions)
+
+    wait_for(committed, 30, message=f"group {group}'s offsets of {topic} committed")
 
 
 def _reader(bootstrap: str, isolation: str) -> Consumer:

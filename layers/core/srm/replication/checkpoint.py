@@ -405,11 +405,20 @@ def sync_group_offsets(
             continue
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in commit.items()])
         try:
-            ctx.target_admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
+            answer = ctx.target_admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
         except KafkaException as e:  # e.g. a consumer joined meanwhile: the broker refuses, and that is right
             if (again := _said.tell((ctx.target, group, "commit"), str(e))) is not None:
                 log.warning("could not commit offsets of group %s on %s: %s%s", group, ctx.target, e, again)
             continue
-        _said.ended((ctx.target, group, "commit"))
-        synced[group] = commit
+        # The request can succeed while a partition's commit fails (a remote topic the coordinator does not know
+        # yet): those are tried again next time, and not counted as synced.
+        failed = {(tp.topic, tp.partition): tp.error for tp in answer.topic_partitions or [] if tp.error is not None}
+        if failed:
+            reason = "; ".join(f"{t}-{p}: {e.str()}" for (t, p), e in sorted(failed.items()))
+            if (again := _said.tell((ctx.target, group, "commit"), reason)) is not None:
+                log.warning("could not commit offsets of group %s on %s: %s%s", group, ctx.target, reason, again)
+        else:
+            _said.ended((ctx.target, group, "commit"))
+        if done := {k: v for k, v in commit.items() if k not in failed}:
+            synced[group] = done
     return synced
