@@ -17,6 +17,7 @@ from moto import mock_aws
 from pyspark.sql import SparkSession
 
 from srm.aws.metrics_table import MetricsTable, create_metrics_table
+from srm.metrics import runner
 from srm.metrics.model.schema import LagSample, encode
 from srm.metrics.runner import ConcurrentRunError, LocalRawStore, run_once
 from tests.spark.rawdata import HOUR, MINUTE, T0, batches, encoded, write
@@ -88,7 +89,12 @@ def test_incremental_runs_with_late_data_equal_one_run_over_everything(
     assert contents(db, "incremental") == result
 
 
-def test_a_record_redelivered_in_a_later_run_counts_once(spark: SparkSession, db: Any, tmp_path: Path) -> None:
+# a run of a few records finds earlier copies with its ids in memory, a larger one by a join of both sides' ids
+@pytest.mark.parametrize("ids_in_memory", [200_000, 0], ids=["ids-in-memory", "ids-joined"])
+def test_a_record_redelivered_in_a_later_run_counts_once(
+    spark: SparkSession, db: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ids_in_memory: int
+) -> None:
+    monkeypatch.setattr(runner, "_BROADCAST_IDS", ids_in_memory)
     raw = tmp_path / "raw"
     metrics = table(db, "metrics")
     store = LocalRawStore(raw, tmp_path / "manifest.json")

@@ -41,6 +41,24 @@ def test_said_a_persisting_problem_again_after_a_while_with_how_often_it_held() 
     assert said.tell("t", "refused", again_after_s=None) is None  # a state, not a problem: never said again
 
 
+def test_said_say_logs_a_problem_when_it_starts_changes_and_every_while_with_its_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    said, log = Said(clock), logging.getLogger("test.said")
+    caplog.set_level(logging.INFO, logger="test.said")
+    told = [said.say("t", "refused", log.warning, "cannot alter %s: %s", "t", "refused") for _ in range(3)]
+    clock.now += 300
+    told.append(said.say("t", "refused", log.warning, "cannot alter %s: %s", "t", "refused"))
+    told.append(said.say("t", "gone", log.warning, "cannot alter %s: %s", "t", "gone"))
+    assert told == [True, False, False, True, True]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "cannot alter t: refused"),
+        ("WARNING", "cannot alter t: refused (still; 3 time(s) in the last 5 min)"),
+        ("WARNING", "cannot alter t: gone"),
+    ]
+
+
 def test_said_ended_says_whether_anything_was_said() -> None:
     said = Said()
     assert not said.ended("t")

@@ -107,6 +107,16 @@ class AppBase:
         self._internal_topic_lock = threading.Lock()
         self._lock = threading.Lock()
         self.metrics = self._metrics_emitter()
+        # Lambda freezes a container between invocations, the metrics sender thread with it: a handler hands its raw
+        # metric records over before it returns. A process that keeps running (srm run's worker) sets this False: its
+        # sender sends meanwhile and at the process's exit, and a batch does not wait out the sink's round trip.
+        self.hand_over_metrics_per_call = True
+
+    def end_of_call(self, timeout_s: float) -> None:
+        """What a handler does last: its raw metric records handed to the sink (at most ``timeout_s``: a slow sink
+        delays a call, never fails it)."""
+        if self.hand_over_metrics_per_call:
+            self.metrics.flush(timeout_s)
 
     def _metrics_emitter(self) -> Emitter:
         """One emitter per container: its sender thread carries raw metric records off the record path."""

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from srm.app.base import AppBase
-from srm.app.environment import Environment
 from srm.core.loops import mirror_skips
 from srm.kafka.clients import consumer_config
 from srm.kafka.readers import age_probe, quiet_probe
@@ -15,10 +12,6 @@ __all__ = ["CheckpointWiring"]
 
 
 class CheckpointWiring(AppBase):
-    def __init__(self, env: Environment, dynamodb: Any | None = None) -> None:
-        super().__init__(env, dynamodb)
-        self._active_on_target: set[str] = set()  # per container (see CheckpointContext)
-
     def checkpoint_context(self) -> CheckpointContext:
         """The checkpoint function's dependencies for this container's flow."""
         bound = self._bind()
@@ -48,5 +41,4 @@ class CheckpointWiring(AppBase):
             first_timestamps=age_probe(probe_config),
             metrics=self.metrics,
             emitter=self.env.node_id or self.env.function_name or "",
-            active_on_target=self._active_on_target,
         )

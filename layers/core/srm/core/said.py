@@ -48,6 +48,17 @@ class Said:
             held, told.held, told.at = told.held, 0, now
             return f" (still; {held} time(s) in the last {again_after_s / 60:g} min)"
 
+    def say(
+        self, subject: Hashable, statement: Hashable, log: Callable[..., None], message: str, *args: object
+    ) -> bool:
+        """``log(message % args)`` (``log.warning`` …) when :meth:`tell` says to, with its text after; whether it
+        was said. A problem's statement is its error text: a new error is said at once, the same one every 5 min."""
+        again = self.tell(subject, statement)
+        if again is None:
+            return False
+        log(message + "%s", *args, again)
+        return True
+
     def ended(self, subject: Hashable) -> bool:
         """Forget what was said about ``subject``; whether anything was (then its end is worth saying)."""
         with self._lock:

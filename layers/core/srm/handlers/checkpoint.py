@@ -28,7 +28,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             logger.warning("lag not sampled: %s", e)
             sample = None
     finally:
-        app.metrics.flush(FLUSH_S)
+        app.end_of_call(FLUSH_S)
     publish(f"{ctx.source}->{ctx.target}", checkpoint_values(result, sample))
     logger.info("checkpoints emitted", extra=result.summary())
     return result.summary()

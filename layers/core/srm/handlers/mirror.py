@@ -54,7 +54,7 @@ def lambda_handler(event: dict[str, Any] | DecodedEvent, context: Any) -> dict[s
         publish(flow, [("ReplicatorFailure", 1, None)])
         raise
     finally:
-        app.metrics.flush(FLUSH_S)
+        app.end_of_call(FLUSH_S)
     publish(flow, mirror_values(result))
     return result.summary()
 

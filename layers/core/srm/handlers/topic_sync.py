@@ -28,7 +28,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         publish(flow, [*topic_sync_values(e.result), ("TopicSyncFailures", len(e.errors), None)])
         raise
     finally:
-        app.metrics.flush(1.0)
+        app.end_of_call(1.0)
         _advertise(app)
     publish(flow, [*topic_sync_values(result), ("TopicSyncFailures", 0, None)])
     logger.info("topics synced", extra={"replicated": len(result.plan.replicated)})

@@ -33,7 +33,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     try:
         result = verify_due(ctx, deadline=deadline)
     finally:
-        app.metrics.flush(FLUSH_S)
+        app.end_of_call(FLUSH_S)
     if result is None:
         return {"verified": False}
     publish(str(ctx.flow), verify_values(result))

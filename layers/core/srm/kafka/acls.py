@@ -212,11 +212,16 @@ class TopicAcls:
             except KafkaException as e:
                 failed.add(key)
                 # a binding the target refuses is tried at every sync: said when it starts or changes
-                if (
-                    not self._security_disabled(alias, e)
-                    and (again := _said.tell((alias, key), str(e.args[0]))) is not None
-                ):
-                    log.warning("cannot create ACL %s on %s: %s%s", key, alias, e.args[0], again)
+                if not self._security_disabled(alias, e):
+                    _said.say(
+                        (alias, key),
+                        str(e.args[0]),
+                        log.warning,
+                        "cannot create ACL %s on %s: %s",
+                        key,
+                        alias,
+                        e.args[0],
+                    )
             else:
                 _said.ended((alias, key))
         return failed
@@ -234,11 +239,16 @@ class TopicAcls:
             try:
                 future.result(timeout)
             except KafkaException as e:
-                if (
-                    not self._security_disabled(alias, e)
-                    and (again := _said.tell((alias, str(acl_filter)), str(e.args[0]))) is not None
-                ):
-                    log.warning("cannot delete ACL %s on %s: %s%s", acl_filter, alias, e.args[0], again)
+                if not self._security_disabled(alias, e):
+                    _said.say(
+                        (alias, str(acl_filter)),
+                        str(e.args[0]),
+                        log.warning,
+                        "cannot delete ACL %s on %s: %s",
+                        acl_filter,
+                        alias,
+                        e.args[0],
+                    )
 
     def _security_disabled(self, alias: str, e: KafkaException) -> bool:
         err = e.args[0] if e.args else None

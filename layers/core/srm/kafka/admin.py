@@ -213,8 +213,14 @@ def describe_topic_configs(
         except KafkaException as e:
             if not skip_failed:
                 raise
-            if (again := _said.tell((resource.name, "describe"), str(e.args[0]))) is not None:
-                log.warning("cannot describe the configs of topic %s: %s%s", resource.name, e.args[0], again)
+            _said.say(
+                (resource.name, "describe"),
+                str(e.args[0]),
+                log.warning,
+                "cannot describe the configs of topic %s: %s",
+                resource.name,
+                e.args[0],
+            )
     return result
 
 
@@ -305,8 +311,14 @@ def sync_topic_configs(
                 if isinstance(err, KafkaError) and err.code() in _UNSUPPORTED:
                     raise  # as MM2: a target without IncrementalAlterConfigs cannot have its configs synced
                 # a target refusing a config refuses it at every sync: said when it starts or changes
-                if (again := _said.tell((resource.name, "alter"), str(err))) is not None:
-                    log.warning("cannot alter the configs of topic %s: %s%s", resource.name, err, again)
+                _said.say(
+                    (resource.name, "alter"),
+                    str(err),
+                    log.warning,
+                    "cannot alter the configs of topic %s: %s",
+                    resource.name,
+                    err,
+                )
                 held.pop(by_remote[resource.name], None)
             else:  # said once it holds: a refused change would be tried, and said, at every sync
                 _said.ended((resource.name, "alter"))

@@ -51,10 +51,8 @@ def quiet_probe(
             return False
         except KafkaException as e:
             # asked at every checkpoint run while the source does not answer: said when it starts or changes
-            if (again := _said.tell((topic, partition, "quiet"), str(e))) is not None:
-                log.warning(
-                    "cannot tell whether %s-%d is quiet in [%d, %d): %s%s", topic, partition, start, end, e, again
-                )
+            message = "cannot tell whether %s-%d is quiet in [%d, %d): %s"
+            _said.say((topic, partition, "quiet"), str(e), log.warning, message, topic, partition, start, end, e)
             return False
         finally:
             consumer.close()
@@ -91,8 +89,7 @@ def age_probe(
                     if position.offset >= left.get((position.topic, position.partition), 0):
                         left.pop((position.topic, position.partition), None)
         except KafkaException as e:
-            if (again := _said.tell("oldest", str(e))) is not None:
-                log.info("the oldest unreplicated records not read: %s%s", e, again)
+            _said.say("oldest", str(e), log.info, "the oldest unreplicated records not read: %s", e)
         finally:
             consumer.close()
         return found

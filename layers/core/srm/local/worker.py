@@ -209,10 +209,8 @@ def run_worker(
             try:
                 local.follow(app.state.event_source_mappings(source, target))
             except Exception as e:  # the store does not answer: the running mappings go on
-                if (again := _said.tell((source, target, "follow"), str(e))) is not None:
-                    log.warning(
-                        "%s->%s: cannot read the event source mappings (retried): %s%s", source, target, e, again
-                    )
+                message = "%s->%s: cannot read the event source mappings (retried): %s"
+                _said.say((source, target, "follow"), str(e), log.warning, message, source, target, e)
             else:
                 if _said.ended((source, target, "follow")):
                     log.info("%s->%s: the event source mappings are read again", source, target)
@@ -226,8 +224,15 @@ def run_worker(
         try:
             config = app.config()
         except Exception as e:
-            if (again := _said.tell((source, target, "config"), str(e))) is not None:
-                log.error("%s->%s: cannot read the configuration: %s%s", source, target, e, again)
+            _said.say(
+                (source, target, "config"),
+                str(e),
+                log.error,
+                "%s->%s: cannot read the configuration: %s",
+                source,
+                target,
+                e,
+            )
             stop.wait(2.0)
             continue
         if _said.ended((source, target, "config")):
@@ -391,6 +396,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     stop_without_supervisor(stop)
+    app.hand_over_metrics_per_call = False  # this process keeps running: its metrics sender sends meanwhile
     event_sources = LocalEventSources(app, mirror.lambda_handler, node_id, nodes.session_timeout_ms)
     app.event_sources = event_sources
     schedule = default_schedule()
@@ -413,6 +419,7 @@ def main() -> int:
     finally:
         event_sources.stop_all()
         leadership.stop()
+        app.metrics.close()
         log.info("%s->%s: worker stopped", source, target)
     return 0
 

@@ -75,6 +75,8 @@ _HOUR = RESOLUTIONS["1h"]
 _MINUTE = RESOLUTIONS["1m"]
 _MANIFEST_VERSION = 2
 _RAW_SUFFIXES = (".jsonl", ".jsonl.gz", ".gz")
+# Up to this many records in a run, their ids are held in memory on every executor to find earlier copies.
+_BROADCAST_IDS = 200_000
 
 
 class ConcurrentRunError(RuntimeError):
@@ -370,6 +372,8 @@ class RunReport:
     duplicates: int = 0  # records whose id an earlier run (or this one) had already aggregated
     rows_written: int = 0
     pending_files: int = 0  # files whose last line is still being written
+    # where the run's time went, by step: parse (raw lines into staging), duplicates, ids, partials, table
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _empty_manifest() -> dict[str, Any]:
@@ -423,9 +427,7 @@ def _run(spark: SparkSession, store: RawStore, table: MetricsStore, settle_ms: i
         ends[f.path] = end
     report.files_read = len(parts)
     if parts:
-        report.rows_written, report.hours, report.bad_lines, report.duplicates = _aggregate(
-            spark, store, table, manifest, parts, run
-        )
+        _aggregate(spark, store, table, manifest, parts, run, report)
     done.update(ends)
     replaced = [hour.pop("replaced") for hour in manifest["hours"].values() if "replaced" in hour]
     store.save_manifest(manifest)
@@ -435,11 +437,18 @@ def _run(spark: SparkSession, store: RawStore, table: MetricsStore, settle_ms: i
 
 
 def _aggregate(
-    spark: SparkSession, store: RawStore, table: MetricsStore, manifest: dict[str, Any], parts: list[str], run: str
-) -> tuple[int, list[int], int, int]:
-    """Steps 2–4 of the module docstring over the raw ``parts``: (rows written, touched hours, bad lines,
-    duplicates)."""
+    spark: SparkSession,
+    store: RawStore,
+    table: MetricsStore,
+    manifest: dict[str, Any],
+    parts: list[str],
+    run: str,
+    report: RunReport,
+) -> None:
+    """Steps 2–4 of the module docstring over the raw ``parts``, told in ``report`` (rows written, touched hours,
+    bad lines, duplicates, each step's seconds)."""
     hours: dict[str, dict[str, Any]] = manifest["hours"]
+    step = _Steps(report.seconds)
     hour_of = F.col("ts") - F.col("ts") % _HOUR
     # The raw lines are parsed once, into Parquet beside the state: every pass below reads from there only the
     # columns it needs, and no pass holds the parsed records in memory (caching them would, sketches and all).
@@ -460,8 +469,10 @@ def _aggregate(
         for row in seen:
             if row["_hour"] is not None:
                 valid_by_hour[row["_hour"]] = valid_by_hour.get(row["_hour"], 0) + row["count"]
+        report.bad_lines = bad_lines
+        step.done("parse")
         if not valid_by_hour:
-            return 0, [], bad_lines, 0
+            return
         valid = checked.where(F.col("reason").isNull())
         # A record delivered twice counts once: copies in this run past the first, and records whose id an earlier
         # run aggregated, are dropped (found on the ids alone; the rows dropped are few, so the joins are cheap).
@@ -475,22 +486,30 @@ def _aggregate(
             for segment in hours.get(str(hour), {}).get("ids", [])
         ]
         if ids:  # an id names one record, whose hour is fixed: the segments of its hour are all it can be in
-            seen_before = keys.join(spark.read.parquet(*ids).select("id"), "id", "left_semi")
+            earlier_ids = spark.read.parquet(*ids).select("id")
+            if sum(valid_by_hour.values()) <= _BROADCAST_IDS:
+                # A run over a little new data beside an hour of ids: the hour's ids are scanned against the run's
+                # ids held in memory, not shuffled (a shuffle of every id of the hour would cost a run late in
+                # the hour more than one early in it).
+                earlier_ids = earlier_ids.join(F.broadcast(keys.select("id")), "id", "left_semi")
+            seen_before = keys.join(earlier_ids, "id", "left_semi")
             drop = drop.unionByName(seen_before.select("_row", "_hour")).dropDuplicates(["_row"])
         drop = drop.persist()  # the rows dropped (few): computed once, by the count below, for the passes after it
         persisted.append(drop)
         dropped = {row["_hour"]: row["count"] for row in drop.groupBy("_hour").count().collect()}
-        duplicates = sum(dropped.values())
+        report.duplicates = sum(dropped.values())
         touched = sorted(hour for hour, n in valid_by_hour.items() if n > dropped.get(hour, 0))
+        step.done("duplicates")
         if not touched:
-            return 0, [], bad_lines, duplicates
+            return
         records = valid.select(*FIELD_TYPES, "_hour", "_row")
-        if duplicates:
+        if report.duplicates:
             records = records.join(drop.select("_row"), "_row", "left_anti")
         # Every touched hour gets a segment (a null id marks one whose records have none), so each listed one exists.
         markers = spark.createDataFrame([(None, hour) for hour in touched], "id string, _hour long")
         segment = records.where(F.col("id").isNotNull()).select("id", "_hour").unionByName(markers)
         segment.write.partitionBy("_hour").parquet(store.state_uri(f"ids/{run}"))
+        step.done("ids")
         olds = [
             f"{store.state_uri('partials')}/{hours[str(h)]['partials']}/_hour={h}"
             for h in touched
@@ -502,11 +521,14 @@ def _aggregate(
         with _whole_stage_codegen(spark):
             partial = partials(records, earlier).withColumn("_hour", hour_of_window)
             partial.write.partitionBy("_hour").parquet(merged_uri)
+        step.done("partials")
         # The minutes of the records read (those of dropped copies too: rewriting a complete window changes nothing).
         minutes = sorted({row["_minute"] for row in seen if row["_hour"] in touched})
         merged = spark.read.parquet(*(f"{merged_uri}/_hour={h}" for h in touched))
         rows = aggregate_partials(merged).where((F.col("resolution") == "1h") | F.col("window_start").isin(minutes))
-        written = table.write(points(rows.toLocalIterator()))
+        report.rows_written = table.write(points(rows.toLocalIterator()))
+        report.hours = touched
+        step.done("table")
     finally:
         for frame in persisted:
             frame.unpersist()
@@ -517,7 +539,19 @@ def _aggregate(
             entry["replaced"] = f"{store.state_uri('partials')}/{entry['partials']}/_hour={hour}"
         entry["partials"] = run
         entry["ids"] = [*entry.get("ids", []), run]
-    return written, touched, bad_lines, duplicates
+
+
+class _Steps:
+    """Seconds per step of a run, each from the end of the one before."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self._at = time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(now - self._at, 2)
+        self._at = now
 
 
 @contextlib.contextmanager

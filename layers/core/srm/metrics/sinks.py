@@ -102,6 +102,8 @@ class Emitter(Protocol):
 
     def flush(self, timeout_s: float = 2.0) -> bool: ...
 
+    def close(self, timeout_s: float = 5.0) -> bool: ...
+
 
 class NullEmitter:
     """Monitoring off (``srm run --no-metrics``, or no raw metrics destination configured)."""
@@ -110,6 +112,9 @@ class NullEmitter:
         pass
 
     def flush(self, timeout_s: float = 2.0) -> bool:
+        return True
+
+    def close(self, timeout_s: float = 5.0) -> bool:
         return True
 
 

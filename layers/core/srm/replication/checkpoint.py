@@ -58,6 +58,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _said = Said()  # per container: a group's problem on the target is said when it starts or changes
+_NOT_COMMITTED = "could not commit offsets of group %s on %s: %s"
 
 # (topic, partition) → [start, end) of the source: the timestamp of each range's first record (left out: unread)
 AgeProbe = Callable[[Mapping[tuple[str, int], tuple[int, int]]], dict[tuple[str, int], int]]
@@ -95,8 +96,6 @@ class CheckpointContext:
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     metrics: Emitter = field(default_factory=NullEmitter)
     emitter: str = ""  # who writes the checkpoints (a node, a function): their ``srm.emitter`` header
-    # groups found active on the target, kept for the container's life: that is logged when it starts being true
-    active_on_target: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -382,17 +381,23 @@ def sync_group_offsets(
         try:
             description = described[group].result()
         except KafkaException as e:  # a group the target cannot describe is left alone this round
-            if (again := _said.tell((ctx.target, group, "describe"), str(e))) is not None:
-                log.warning("cannot describe group %s on %s: %s%s", group, ctx.target, e, again)
+            _said.say(
+                (ctx.target, group, "describe"),
+                str(e),
+                log.warning,
+                "cannot describe group %s on %s: %s",
+                group,
+                ctx.target,
+                e,
+            )
             continue
         _said.ended((ctx.target, group, "describe"))
         if description.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD) or description.members:
-            if group not in ctx.active_on_target:
-                ctx.active_on_target.add(group)
+            # a state, not a problem: said when it starts being true, and when it ends
+            if _said.tell((ctx.target, group, "active"), True, again_after_s=None) is not None:
                 log.info("group %s is active on %s: its offsets there are left alone", group, ctx.target)
             continue
-        if group in ctx.active_on_target:
-            ctx.active_on_target.discard(group)
+        if _said.ended((ctx.target, group, "active")):
             log.info("group %s is idle on %s again: its offsets there are synced", group, ctx.target)
         idle[group] = {(c.remote_topic, p): c.downstream_offset for (_, p), c in checkpoints.items()}
     # One request for the end offsets of every remote partition involved, not one per group.
@@ -407,16 +412,14 @@ def sync_group_offsets(
         try:
             answer = ctx.target_admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
         except KafkaException as e:  # e.g. a consumer joined meanwhile: the broker refuses, and that is right
-            if (again := _said.tell((ctx.target, group, "commit"), str(e))) is not None:
-                log.warning("could not commit offsets of group %s on %s: %s%s", group, ctx.target, e, again)
+            _said.say((ctx.target, group, "commit"), str(e), log.warning, _NOT_COMMITTED, group, ctx.target, e)
             continue
         # The request can succeed while a partition's commit fails (a remote topic the coordinator does not know
         # yet): those are tried again next time, and not counted as synced.
         failed = {(tp.topic, tp.partition): tp.error for tp in answer.topic_partitions or [] if tp.error is not None}
         if failed:
             reason = "; ".join(f"{t}-{p}: {e.str()}" for (t, p), e in sorted(failed.items()))
-            if (again := _said.tell((ctx.target, group, "commit"), reason)) is not None:
-                log.warning("could not commit offsets of group %s on %s: %s%s", group, ctx.target, reason, again)
+            _said.say((ctx.target, group, "commit"), reason, log.warning, _NOT_COMMITTED, group, ctx.target, reason)
         else:
             _said.ended((ctx.target, group, "commit"))
         if done := {k: v for k, v in commit.items() if k not in failed}:
