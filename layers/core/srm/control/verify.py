@@ -304,9 +304,7 @@ class Verifier:
             reports.append(plan.verify(self))
             self.progress.done_partitions += 1
             self.progress.add(0)
-        result = FlowVerification(self.flow, reports, time.monotonic() - started, self.throttle.achieved)
-        result.deferred = deferred
-        return result
+        return FlowVerification(self.flow, reports, time.monotonic() - started, self.throttle.achieved, deferred)
 
     def _facts(self) -> Mapping[str, int | str]:
         if self.state is None:

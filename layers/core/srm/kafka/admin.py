@@ -34,6 +34,7 @@ __all__ = [
     "KafkaAccessError",
     "KafkaUnavailableError",
     "RemoteTopics",
+    "alter_group_offsets",
     "broker_count",
     "create_partitions",
     "describe_topic_configs",
@@ -245,6 +246,17 @@ def group_offsets(admin: AdminClient, group: str, timeout: float = 30.0) -> Grou
         for tp in result.topic_partitions or []
         if tp.offset is not None and tp.offset >= 0
     }
+
+
+def alter_group_offsets(
+    admin: AdminClient, group: str, offsets: Mapping[tuple[str, int], int], timeout: float = 30.0
+) -> dict[tuple[str, int], KafkaError]:
+    """Commit ``offsets`` (per partition: the next record to read) to ``group``; the partitions whose commit failed,
+    with their errors. The request can succeed while a partition's commit fails (a topic the group coordinator does
+    not know yet): that error is the partition's only. A refused request raises :class:`KafkaException`."""
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
+    answer = admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group].result()
+    return {(tp.topic, tp.partition): tp.error for tp in answer.topic_partitions or [] if tp.error is not None}
 
 
 def end_offsets(admin: AdminClient, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from srm.core.replication_offsets import PartitionPosition
 from srm.errors import PermanentError
-from srm.kafka.admin import KafkaUnavailableError
+from srm.kafka.admin import KafkaUnavailableError, alter_group_offsets
 
 __all__ = ["GroupInUseError", "active_members", "commit_positions", "offsets_at", "read_positions"]
 
@@ -106,10 +106,8 @@ def commit_positions(admin: AdminClient, group: str, offsets: Mapping[tuple[str,
     group has no member (:class:`GroupInUseError` otherwise)."""
     if not offsets:
         return
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
     try:
-        answer = admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group].result()
-        failed = next((tp.error for tp in answer.topic_partitions or [] if tp.error is not None), None)
+        failed = next(iter(alter_group_offsets(admin, group, offsets, timeout).values()), None)
         if failed is not None:
             raise KafkaException(failed)
     except KafkaException as e:

@@ -18,10 +18,8 @@ from typing import Any
 from confluent_kafka import (
     OFFSET_BEGINNING,
     ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
     KafkaException,
     Producer,
-    TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
 
@@ -38,7 +36,7 @@ from srm.core.checkpoints import (
 from srm.core.plans import mapping_group_id
 from srm.core.said import Said
 from srm.errors import RetriableError
-from srm.kafka.admin import end_offsets, group_offsets
+from srm.kafka.admin import alter_group_offsets, end_offsets, group_offsets
 from srm.kafka.clients import produce_and_wait
 from srm.metrics.model.schema import CheckpointRun, HeartbeatSample, LagSample, SketchData
 from srm.metrics.model.sketch import Sketch
@@ -408,16 +406,12 @@ def sync_group_offsets(
         commit = offsets_to_commit(translated, committed, ends)
         if not commit:
             continue
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in commit.items()])
         try:
-            answer = ctx.target_admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
+            failed = alter_group_offsets(ctx.target_admin, group, commit)
         except KafkaException as e:  # e.g. a consumer joined meanwhile: the broker refuses, and that is right
             _said.say((ctx.target, group, "commit"), str(e), log.warning, _NOT_COMMITTED, group, ctx.target, e)
             continue
-        # The request can succeed while a partition's commit fails (a remote topic the coordinator does not know
-        # yet): those are tried again next time, and not counted as synced.
-        failed = {(tp.topic, tp.partition): tp.error for tp in answer.topic_partitions or [] if tp.error is not None}
-        if failed:
+        if failed:  # tried again next time, and not counted as synced
             reason = "; ".join(f"{t}-{p}: {e.str()}" for (t, p), e in sorted(failed.items()))
             _said.say((ctx.target, group, "commit"), reason, log.warning, _NOT_COMMITTED, group, ctx.target, reason)
         else:
