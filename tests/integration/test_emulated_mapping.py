@@ -4,6 +4,7 @@ once; committed offsets follow the handler."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -59,3 +60,27 @@ def test_idle_mapping_catches_up_and_delivers_later_records_once_in_order(mappin
     wait_for(lambda: committed(bootstrap, group, topic, 3) == {0: 1010, 1: 1010, 2: 1010}, 30, message="commits")
     # AND it is caught up again
     wait_for(lambda: m.caught_up, 30, message="mapping caught up again")
+
+
+def test_a_record_too_big_for_one_invocation_holds_its_partition_and_is_named(clusters) -> None:
+    # GIVEN a mapping whose invoke payload holds a few small records, and a partition where one record among small
+    # ones needs more than that on its own
+    bootstrap, topic, group = clusters["a"].bootstrap, unique("esm-big"), unique("esm-group")
+    create_topic(bootstrap, topic, 1)
+    before, after = numbered_records(20, 1, "before"), numbered_records(5, 1, "after", start=21)
+    big = numbered_records(1, 1, "big", start=20)[0]
+    big = (0, dataclasses.replace(big[1], value=b"x" * 5000))
+    produce(bootstrap, topic, [*before, big, *after])
+    settings = MappingSettings(batch_size=500, batching_window_ms=0, max_payload_bytes=4000)
+
+    # WHEN it runs
+    with running_mapping(bootstrap, topic, group, settings) as (m, recorder):
+        wait_for(lambda: m.stats.last_error is not None, 60, message="the oversized record reported")
+
+        # THEN the records before it are delivered, in several events, and committed; it and those after wait
+        assert [o for _p, o, _v in recorder.delivered] == list(range(20))
+        wait_for(lambda: committed(bootstrap, group, topic, 1) == {0: 20}, 30, message="commit up to the big record")
+        assert m.stats.batches > 1
+        # AND the error names the record and the limit
+        assert f"{topic}-0@20: record needs ~" in m.stats.last_error
+        assert "more than the 4000-byte Lambda invoke limit" in m.stats.last_error

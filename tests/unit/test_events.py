@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import itertools
 import json
 from typing import Any
 
@@ -15,10 +16,12 @@ from srm.core.events import (
     DecodedEventBuilder,
     EventBuilder,
     MalformedEventError,
+    RecordColumns,
     decode_header_value,
     parse_event,
     record_json,
     record_json_size,
+    run_json_size,
 )
 
 
@@ -445,3 +448,61 @@ def _sent(builder: EventBuilder | DecodedEventBuilder) -> list[Any]:
 @example(record=("t", *WIDEST, b"", b"", [('\x01"\\' * 7, None), ("é東😀", b"\x80" * 3)]))
 def test_record_json_size_is_the_length_of_the_records_json(record):
     assert record_json_size(*record) == len(record_json(*record))
+
+
+def _run_columns(records: list[Any]) -> RecordColumns:
+    """A partition's run of records as the event source reads it from a fetch: one list per field."""
+    return RecordColumns(*(list(column) for column in zip(*(r[2:] for r in records), strict=True)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(records_st, min_size=1, max_size=10))
+@example(records=[("t", 0, 9, -1, "CREATE_TIME", b"", None, [("h", b"\x00\x80\xff"), ("h", None), ("", b"")])] * 2)
+def test_run_json_size_is_the_sum_of_its_records_sizes(records):
+    # GIVEN records of one partition (numbers of any widths, null and empty keys, values and headers)
+    topic, partition = records[0][0], records[0][1]
+    records = [(topic, partition, *rest) for _t, _p, *rest in records]
+
+    # WHEN their sizes are counted as columns
+    counted = run_json_size(topic, partition, _run_columns(records))
+
+    # THEN it is what counting each record gives
+    assert counted == sum(record_json_size(*record) for record in records)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    records=st.lists(records_st, min_size=1, max_size=12),
+    runs=st.lists(st.integers(1, 4), min_size=12, max_size=12),
+    max_bytes=st.integers(300, 6000),
+)
+def test_offer_run_takes_exactly_what_offering_record_by_record_takes(records, runs, max_bytes):
+    # GIVEN records in runs of one partition each (as a fetch hands them over), offered to a builder run by run,
+    # and the same records to another record by record, with a payload limit that may cut them anywhere
+    arn, bootstrap = "arn:aws:kafka:us-east-1:000000000000:cluster/a/local", "127.0.0.1:9092"
+    partitions = [p for i, n in enumerate(runs) for p in [i % 3] * n][: len(records)]
+    records = [(t, p, i, *rest) for i, ((t, _p, _o, *rest), p) in enumerate(zip(records, partitions, strict=False))]
+    topic = records[0][0]
+    records = [(topic, *rest) for _t, *rest in records]
+    for make in (EventBuilder, DecodedEventBuilder):
+        by_run, by_record = make(arn, bootstrap, max_bytes), make(arn, bootstrap, max_bytes)
+
+        # WHEN both take what fits, in order
+        taken = 0
+        for partition, run in itertools.groupby(records, lambda r: r[1]):
+            group = list(run)
+            added = by_run.offer_run(topic, partition, _run_columns(group))
+            taken += added
+            if added < len(group):
+                break
+        offered = 0
+        for record in records:
+            if by_record.offer(*record):
+                break
+            offered += 1
+
+        # THEN they took the same records into the same event, charged the same bytes
+        assert taken == offered == by_run.count == by_record.count
+        assert by_run.size == by_record.size
+        assert by_run.newest_timestamp == by_record.newest_timestamp
+        assert _sent(by_run) == _sent(by_record) if taken else not by_record.count

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +16,15 @@ from srm.core.verification import verified_positions
 from srm.errors import ConfigError
 from srm.flow import Flow
 from srm.kafka.admin import KafkaUnavailableError
-from srm.state import EventSourceMappingRecord, LossRecord, ResetRecord, StateError, StateStore, TopicMappingRecord
+from srm.state import (
+    EventSourceMappingRecord,
+    LossRecord,
+    ResetRecord,
+    StateError,
+    StateStore,
+    TopicMappingRecord,
+    read_stalls_fact,
+)
 from srm.state.nodes import Nodes
 
 __all__ = ["FlowStatus", "Stall", "StatusProbe", "TopicStatus", "flow_status"]
@@ -274,10 +281,7 @@ def _stalls(facts: Mapping[str, int | str]) -> tuple[Stall, ...]:
 
 
 def _stall_entries(value: int | str | None) -> list[tuple[str, int, str]]:
-    try:
-        return [(what, int(s["since"]), str(s["reason"])) for what, s in sorted(json.loads(str(value or "{}")).items())]
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return []
+    return [(what, since, reason) for what, (since, reason) in sorted(read_stalls_fact(value).items())]
 
 
 def _count(facts: Mapping[str, int | str], name: str) -> int | None:

@@ -18,9 +18,9 @@ import json
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import islice, repeat
-from operator import itemgetter, lt, methodcaller
-from typing import Any
+from itertools import chain, islice, repeat
+from operator import add, floordiv, itemgetter, lt, methodcaller
+from typing import Any, NamedTuple
 
 import pybase64
 
@@ -33,11 +33,13 @@ __all__ = [
     "EventInfo",
     "MalformedEventError",
     "PartitionBatch",
+    "RecordColumns",
     "decode_header_value",
     "local_event_source_arn",
     "parse_event",
     "record_json",
     "record_json_size",
+    "run_json_size",
 ]
 
 Header = tuple[str, bytes | None]
@@ -312,16 +314,87 @@ def record_json_size(
         size += 11 + 4 * ((len(value) + 2) // 3)
     if headers:
         size += len(headers) - 1  # the commas between them
-        names = _NAME_SIZES
         for name, v in headers:
-            n = names.get(name)
-            if n is None:
-                n = len(_json_string(name))
-                if len(names) < 10_000:
-                    names[name] = n
+            n = _NAME_SIZES.get(name) or _json_name_size(name)
             # {"name":null}, {"name":[]}, or {"name":[b,b,…]}: each byte's signed decimal and a comma between
             size += n + 7 if v is None else n + 4 + len(v) + sum(v.translate(_SIGNED_SIZE)) if v else n + 5
     return size
+
+
+class RecordColumns(NamedTuple):
+    """Consecutive records of one partition, a list per field (as the local event source reads a fetch)."""
+
+    offsets: list[int]
+    timestamps: list[int]
+    timestamp_types: list[str]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[list[Header] | None]
+
+    def slice(self, start: int, stop: int) -> RecordColumns:
+        return RecordColumns(
+            self.offsets[start:stop],
+            self.timestamps[start:stop],
+            self.timestamp_types[start:stop],
+            self.keys[start:stop],
+            self.values[start:stop],
+            self.headers[start:stop],
+        )
+
+
+def run_json_size(topic: str, partition: int, run: RecordColumns) -> int:
+    """The sum of :func:`record_json_size` over consecutive records of one partition, given as columns, counted a
+    column at a time with C loops (``map``, ``count``, ``translate``): no Python runs per record."""
+    size = len(run.offsets) * (76 + len(_json_string(topic)) + len(str(partition)))
+    for name in set(run.timestamp_types):
+        size += run.timestamp_types.count(name) * len(_json_string(name))
+    size += _digits(run.offsets) + _digits(run.timestamps)
+    size += _base64_fields_size(run.keys, 9) + _base64_fields_size(run.values, 11)  # "key":"…",  "value":"…",
+    if any(run.headers):
+        size += _headers_size(run.headers)
+    return size
+
+
+def _digits(numbers: list[int]) -> int:
+    """The characters of the numbers in decimal: their count times one width when the smallest and the largest
+    have the same (a run's offsets and timestamps, nearly always)."""
+    low, high = len(str(min(numbers))), len(str(max(numbers)))
+    return len(numbers) * low if low == high else sum(map(len, map(str, numbers)))
+
+
+def _base64_fields_size(column: list[bytes | None], marks: int) -> int:
+    present = len(column) - column.count(None)
+    lengths = map(len, filter(None, column))  # an empty one is present but encodes to nothing
+    return marks * present + 4 * sum(map(floordiv, map(add, lengths, repeat(2)), repeat(3)))
+
+
+_SIGNED_SIZE_CLASSES = tuple(bytes([n]) for n in (2, 3, 4))
+
+
+def _headers_size(headers: list[list[Header] | None]) -> int:
+    """The headers' share of :func:`record_json_size`, summed over records: per record the commas between its
+    headers; per header its name's JSON string and ``{:null}`` (7 more), ``{:[]}`` (5) or ``{:[b,…]}`` (4, the
+    bytes' signed decimals and a comma each but the last)."""
+    lists = list(filter(None, headers))
+    flat = list(chain.from_iterable(lists))
+    names = list(map(itemgetter(0), flat))
+    header_values = list(map(itemgetter(1), flat))
+    name_sizes = {name: _json_name_size(name) for name in set(names)}
+    size = len(flat) - len(lists) + sum(map(name_sizes.__getitem__, names)) + 4 * len(flat)
+    size += 3 * header_values.count(None) + header_values.count(b"")
+    joined = b"".join(filter(None, header_values))
+    classes = joined.translate(_SIGNED_SIZE)  # each byte as the characters of its decimal: 1 to 4
+    size += 2 * len(joined) + sum(n * classes.count(c) for n, c in enumerate(_SIGNED_SIZE_CLASSES, 1))
+    return size
+
+
+def _json_name_size(name: str) -> int:
+    n = _NAME_SIZES.get(name)
+    if n is None:
+        n = len(_json_string(name))
+        if len(_NAME_SIZES) < 10_000:
+            _NAME_SIZES[name] = n
+    return n
 
 
 class EventBuilder:
@@ -411,6 +484,13 @@ class EventBuilder:
         self.newest_timestamp = max(self.newest_timestamp, timestamp)
         return 0
 
+    def offer_run(self, topic: str, partition: int, run: RecordColumns) -> int:
+        """Add consecutive records of one partition, in order, up to the first that does not fit: how many."""
+        for added, record in enumerate(zip(*run, strict=True)):
+            if self.offer(topic, partition, *record):
+                return added
+        return len(run.offsets)
+
     def payload(self) -> bytes:
         """What the handler is invoked with (after ``json.loads``, as the Lambda runtime does)."""
         return self.to_bytes()
@@ -471,6 +551,43 @@ class DecodedEventBuilder:
         if timestamp > self.newest_timestamp:
             self.newest_timestamp = timestamp
         return 0
+
+    def offer_run(self, topic: str, partition: int, run: RecordColumns) -> int:
+        """Add consecutive records of one partition, in order, up to the first that does not fit: how many. The
+        columns are taken over.
+
+        Charged a column at a time (:func:`run_json_size`): the whole run when it fits (every batch but the one the
+        payload limit cuts); else the share that fits by the run's average record, shrunk until it does, and the
+        records after it one by one (:meth:`offer`) up to the first that does not fit."""
+        columns = self._groups.get((topic, partition))
+        marks = 0 if columns is not None else len(_json_string(f"{topic}-{partition}")) + 4  # a new group's
+        room = self.max_bytes - self.size - marks
+        count = len(run.offsets)
+        take, cost = count, run_json_size(topic, partition, run) + count
+        while take and cost > room:
+            take = min(take - 1, take * room // cost) if room > 0 else 0
+            cost = run_json_size(topic, partition, run.slice(0, take)) + take if take else 0
+        if take:
+            if columns is None:
+                columns = self._groups[(topic, partition)] = _Columns([], [], [], [], [])
+            self._add_columns(columns, run.slice(0, take) if take < count else run)
+            self.size += marks + cost
+        for added, record in enumerate(zip(*run.slice(take, count), strict=True), take):
+            if self.offer(topic, partition, *record):
+                return added
+        return count
+
+    def _add_columns(self, columns: _Columns, run: RecordColumns) -> None:
+        headers = run.headers
+        if [] in headers:  # no headers is None, as offer keeps it
+            headers = [h or None for h in headers]
+        columns.offsets += run.offsets
+        columns.keys += run.keys
+        columns.values += run.values
+        columns.timestamps += run.timestamps
+        columns.headers += headers
+        self.count += len(run.offsets)
+        self.newest_timestamp = max(self.newest_timestamp, *run.timestamps)
 
     def payload(self) -> DecodedEvent:
         batches = tuple(

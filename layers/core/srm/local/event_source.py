@@ -28,27 +28,36 @@ import json
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple, cast
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from srm.core.events import DecodedEventBuilder, EventBuilder
+from srm.core.events import DecodedEventBuilder, EventBuilder, RecordColumns, record_json_size
 from srm.local.context import LocalContext
 from srm.local.positions import WATERMARK_TIMEOUT_S, caught_up
 from srm.local.threads import waiting_in
 from srm.state import StateFencedError
 
-__all__ = ["EmulatedMapping", "GroupMember", "MappingSettings", "MappingStats"]
+__all__ = ["EmulatedMapping", "GroupMember", "MappingSettings", "MappingStats", "offer_fetched"]
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, Any], Any]  # (the MSK JSON event or a DecodedEvent, the context)
 # group → its members: instance (or member) id → ("client@host", assigned partitions)
 GroupMembers = Callable[[str], dict[str, "GroupMember"]]
-_TIMESTAMP_TYPES = {1: "CREATE_TIME", 2: "LOG_APPEND_TIME"}
+# a record's timestamp type by confluent-kafka's number (0: none given, which Lambda reports as CREATE_TIME)
+_TIMESTAMP_TYPES = ("CREATE_TIME", "CREATE_TIME", "LOG_APPEND_TIME")
+# Message's own methods, called by map over a fetch: C calls, no Python per record
+# (typed as a record has them: a partition and an offset, bytes or null, headers of bytes values)
+_ERROR, _TIMESTAMP, _KEY, _VALUE = Message.error, Message.timestamp, Message.key, Message.value
+_PARTITION = cast("Callable[[Message], int]", Message.partition)
+_OFFSET = cast("Callable[[Message], int]", Message.offset)
+_HEADERS = cast("Callable[[Message], list[tuple[str, bytes | None]] | None]", Message.headers)
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _IDLE_POLL_S = 0.5  # the broker holds an empty fetch (fetch.wait.max.ms): an idle mapping costs next to nothing
 _ASSIGNMENT_CHECK_S = 1.0  # how often the assignment is compared with the topic's partitions
 _METADATA_CHECK_S = 5.0  # how often the topic's partition count is asked for
@@ -261,7 +270,7 @@ class EmulatedMapping:
         self._commit_error = None
         self._delivered.clear()
         consumer = Consumer({**self._consumer_config, "on_commit": self._on_commit})
-        buffer: deque[Message] = deque()
+        buffer: list[Message] = []
         self._caught_up = False
         self._positions.clear()
         self._next_assignment_check = 0.0
@@ -354,7 +363,7 @@ class EmulatedMapping:
         if error is not None:
             raise error
 
-    def _collect(self, consumer: Consumer, buffer: deque[Message]) -> EventBuilder | DecodedEventBuilder | None:
+    def _collect(self, consumer: Consumer, buffer: list[Message]) -> EventBuilder | DecodedEventBuilder | None:
         """Gather one batch as Lambda does: invoke when the batch is full, the payload would exceed the limit, or
         the batching window (counted from the first record) has passed."""
         s = self.settings
@@ -374,16 +383,7 @@ class EmulatedMapping:
                     # Wait out the window for the rest of the batch (no wait once it has passed).
                     fetched = consumer.consume(num_messages=s.batch_size - builder.count, timeout=max(0.0, remaining))
                 self._raise_commit_failure()  # reported by the poll just made
-                for msg in fetched:
-                    err = msg.error()
-                    if err is None:
-                        buffer.append(msg)
-                    elif _fenced(err):  # the collected records are dropped: another member reads them now
-                        raise FencedError(err.str())
-                    elif err.fatal() or err.code() == KafkaError._FATAL:  # this consumer can do nothing more
-                        raise KafkaException(err)
-                    elif err.code() != KafkaError._PARTITION_EOF:
-                        log.warning("consumer of %s: %s", self.topic, err.str())
+                buffer += self._records_of(fetched) if any(map(_ERROR, fetched)) else fetched
                 if self._revoked:
                     self._revoked = False
                     buffer.clear()
@@ -393,27 +393,32 @@ class EmulatedMapping:
                     if first_at is not None and time.monotonic() - first_at >= window:
                         break
                     continue
-            msg = buffer[0]
-            ts_type, ts = msg.timestamp()
-            needed = builder.offer(
-                cast(str, msg.topic()),
-                cast(int, msg.partition()),
-                cast(int, msg.offset()),
-                ts,
-                _TIMESTAMP_TYPES.get(ts_type, "CREATE_TIME"),
-                cast("bytes | None", msg.key()),
-                cast("bytes | None", msg.value()),
-                cast("list[tuple[str, bytes | None]] | None", msg.headers()),
-            )
-            if needed:
+            taken = offer_fetched(builder, buffer, s.batch_size - builder.count)
+            if taken:
+                del buffer[:taken]
+                if first_at is None:
+                    first_at = time.monotonic()
+            if buffer and builder.count < s.batch_size:  # the next record does not fit the payload
                 if builder.count:
                     break
-                self._stuck_on_oversized(msg, needed)
+                self._stuck_on_oversized(buffer[0])
                 return None
-            buffer.popleft()
-            if first_at is None:
-                first_at = time.monotonic()
         return builder
+
+    def _records_of(self, fetched: list[Message]) -> list[Message]:
+        """The records of a fetch that reported errors too: a fencing or a fatal error raises, others are logged."""
+        records = []
+        for msg in fetched:
+            err = msg.error()
+            if err is None:
+                records.append(msg)
+            elif _fenced(err):  # the collected records are dropped: another member reads them now
+                raise FencedError(err.str())
+            elif err.fatal() or err.code() == KafkaError._FATAL:  # this consumer can do nothing more
+                raise KafkaException(err)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer of %s: %s", self.topic, err.str())
+        return records
 
     def _wait_for_first(self, consumer: Consumer) -> list[Message]:
         """Wait up to ``_IDLE_POLL_S`` for a record; return it with those fetched with it. Kafka holds a fetch at
@@ -510,8 +515,19 @@ class EmulatedMapping:
             self._stop_event.wait(1.0)
         return holder
 
-    def _stuck_on_oversized(self, msg: Message, estimate: int) -> None:
+    def _stuck_on_oversized(self, msg: Message) -> None:
         """A record too big for one invocation is never skipped: report it and hold the partition."""
+        ts_type, ts = msg.timestamp()
+        estimate = record_json_size(
+            cast(str, msg.topic()),
+            cast(int, msg.partition()),
+            cast(int, msg.offset()),
+            ts,
+            _TIMESTAMP_TYPES[ts_type],
+            cast("bytes | None", msg.key()),
+            cast("bytes | None", msg.value()),
+            cast("list[tuple[str, bytes | None]] | None", msg.headers()),
+        )
         self.stats.failures += 1
         self.stats.last_error = (
             f"{msg.topic()}-{msg.partition()}@{msg.offset()}: record needs ~{estimate} bytes of event payload, more "
@@ -557,3 +573,25 @@ class EmulatedMapping:
             return False
         finally:
             self._invoking = False
+
+
+def offer_fetched(builder: EventBuilder | DecodedEventBuilder, records: list[Message], most: int) -> int:
+    """Offer the builder up to ``most`` of the fetched records, in order, a partition's run at a time (a fetch
+    hands them over grouped by partition), each run as columns read by ``map``: how many it took."""
+    taken = 0
+    for partition, group in groupby(records[:most], _PARTITION):
+        messages = list(group)
+        stamps = list(map(_TIMESTAMP, messages))
+        run = RecordColumns(
+            list(map(_OFFSET, messages)),
+            list(map(_SECOND, stamps)),
+            list(map(_TIMESTAMP_TYPES.__getitem__, map(_FIRST, stamps))),
+            list(map(_KEY, messages)),
+            list(map(_VALUE, messages)),
+            list(map(_HEADERS, messages)),
+        )
+        added = builder.offer_run(cast(str, messages[0].topic()), partition, run)  # a mapping reads one topic
+        taken += added
+        if added < len(messages):
+            break
+    return taken

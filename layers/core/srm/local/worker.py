@@ -13,7 +13,6 @@ rebuilds stuck mappings' consumers. A fenced worker (another node took its node 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -38,7 +37,7 @@ from srm.local.leadership import Leadership, leader_group, nodes_topic
 from srm.local.mappings import LocalEventSources
 from srm.local.nodes import NodeFiles, Noted
 from srm.local.threads import stop_without_supervisor, thread_dump
-from srm.state import StateError
+from srm.state import StateError, stalls_fact
 from srm.state.nodes import MemberRecord, Nodes
 
 __all__ = ["FENCED_EXIT", "LocalEventSources", "Scheduled", "Stall", "Watchdog", "main", "run_worker"]
@@ -165,10 +164,7 @@ class Watchdog:
     def stalled_fact(self) -> str:
         """The stalls as the flow status's ``stalled`` fact records them (also kept in the node's member item, which
         ``srm-control status`` reads when the state's cluster does not answer)."""
-        return json.dumps(
-            {what: {"since": s.since_ms, "reason": s.reason} for what, s in sorted(self.stalls.items())},
-            separators=(",", ":"),
-        )
+        return stalls_fact({what: (s.since_ms, s.reason) for what, s in self.stalls.items()})
 
     def _record(self, source: str, target: str) -> None:
         fact = self.stalled_fact()

@@ -43,7 +43,7 @@ from srm.metrics.model.sketch import Sketch
 from srm.metrics.sinks import Emitter, NullEmitter
 from srm.mm2.formats import Checkpoint
 from srm.mm2.policy import ReplicationPolicy
-from srm.state import StateStore
+from srm.state import StateStore, read_stalls_fact, stalls_fact
 
 __all__ = [
     "EMITTER_HEADER",
@@ -310,27 +310,27 @@ def _record_stalls(
         lagging[f"{topic}/{partition}"] = [position, since]
         if now - since >= threshold_ms:
             stuck.setdefault(topic, []).append((partition, since, lag))
-    stalled = {}
+    stalled: dict[str, tuple[int, str]] = {}
     for topic, partitions in sorted(stuck.items()):
         since = min(s for _, s, _ in partitions)
         sample.stalled[topic] = since
         named = ", ".join(f"{p} ({lag} records behind)" for p, _, lag in partitions)
-        stalled[topic] = {
-            "since": since,
-            "reason": f"no record replicated for {(now - since) / 1000:.0f}s from partition(s) {named}; its oldest "
+        stalled[topic] = (
+            since,
+            f"no record replicated for {(now - since) / 1000:.0f}s from partition(s) {named}; its oldest "
             f"record not yet replicated is {sample.oldest_age_ms[topic] / 1000:.0f}s old "
             f"(topic.stalled.threshold.seconds = {threshold_ms / 1000:g})",
-        }
+        )
     facts: dict[str, int | str] = {
         "lagging": json.dumps(lagging, sort_keys=True) if lagging else "",
-        "topics_stalled": json.dumps(stalled, sort_keys=True) if stalled else "",
+        "topics_stalled": stalls_fact(stalled),
     }
     changed = {name: value for name, value in facts.items() if status.get(name, "") != value}
     if changed:
         ctx.state.update_flow_status(ctx.source, ctx.target, **changed)
-    was = set(_json_object(status.get("topics_stalled")))
+    was = set(read_stalls_fact(status.get("topics_stalled")))
     for topic in sorted(set(stalled) - was):
-        log.warning("%s->%s: topic %s stalled: %s", ctx.source, ctx.target, topic, stalled[topic]["reason"])
+        log.warning("%s->%s: topic %s stalled: %s", ctx.source, ctx.target, topic, stalled[topic][1])
     for topic in sorted(was - set(stalled)):
         log.info("%s->%s: topic %s replicates again", ctx.source, ctx.target, topic)
 

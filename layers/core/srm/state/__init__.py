@@ -13,6 +13,8 @@ from srm.state.records import (
     StateError,
     StateFencedError,
     TopicMappingRecord,
+    read_stalls_fact,
+    stalls_fact,
 )
 
 __all__ = [
@@ -24,4 +26,6 @@ __all__ = [
     "StateFencedError",
     "StateStore",
     "TopicMappingRecord",
+    "read_stalls_fact",
+    "stalls_fact",
 ]

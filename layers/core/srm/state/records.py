@@ -3,6 +3,7 @@ business: :mod:`srm.aws.state`, :mod:`srm.kafka.state`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -18,9 +19,30 @@ __all__ = [
     "StateError",
     "StateFencedError",
     "TopicMappingRecord",
+    "read_stalls_fact",
+    "stalls_fact",
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # Lambda's invoke payload
+
+
+def stalls_fact(stalls: Mapping[str, tuple[int, str]]) -> str:
+    """What is stalled (what → since when, epoch ms, and why) as the flow status's facts keep it (``stalled`` of a
+    node's watchdog, ``topics_stalled`` of the checkpoint function): a JSON object of ``{"since", "reason"}`` by
+    what, or "" when nothing is."""
+    if not stalls:
+        return ""
+    found = {what: {"since": since, "reason": reason} for what, (since, reason) in sorted(stalls.items())}
+    return json.dumps(found, separators=(",", ":"))
+
+
+def read_stalls_fact(value: int | str | None) -> dict[str, tuple[int, str]]:
+    """The stalls of a :func:`stalls_fact`; none when it is absent or cannot be read."""
+    try:
+        found = json.loads(str(value or "{}"))
+        return {str(what): (int(s["since"]), str(s["reason"])) for what, s in found.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}
 
 
 class StateError(RetriableError, RuntimeError):
