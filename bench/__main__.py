@@ -435,6 +435,25 @@ def main() -> int:
                         ),
                     )
                 )
+                if not args.no_default_batch:
+                    # Lambda's defaults again, two worker processes: two batches in flight where one waits on acks
+                    scenarios.append(
+                        (
+                            "e2e_default_batch_workers_2",
+                            "end to end: srm run --workers 2, BatchSize 100, window 500 ms",
+                            "small",
+                            Scenario(
+                                "e2e-default-w2",
+                                "dw2src",
+                                "dw2dst",
+                                100,
+                                500,
+                                (workloads["small"],),
+                                time_box_s=20.0,
+                                workers=2,
+                            ),
+                        )
+                    )
                 # the rebalance pause: a second node joins 8 s into a live stream; its worst latency is the pause
                 scenarios.append(
                     (

@@ -381,8 +381,11 @@ def _headers_size(headers: list[list[Header] | None]) -> int:
     header_values = list(map(itemgetter(1), flat))
     name_sizes = {name: _json_name_size(name) for name in set(names)}
     size = len(flat) - len(lists) + sum(map(name_sizes.__getitem__, names)) + 4 * len(flat)
-    size += 3 * header_values.count(None) + header_values.count(b"")
-    joined = b"".join(filter(None, header_values))
+    present = list(filter(None, header_values))
+    joined = b"".join(present)
+    if missing := len(header_values) - len(present):  # null ({:null}: 3 more) or empty ({:[]}: 1 more)
+        nulls = header_values.count(None)
+        size += 3 * nulls + missing - nulls
     classes = joined.translate(_SIGNED_SIZE)  # each byte as the characters of its decimal: 1 to 4
     size += 2 * len(joined) + sum(n * classes.count(c) for n, c in enumerate(_SIGNED_SIZE_CLASSES, 1))
     return size
