@@ -12,7 +12,6 @@ from typing import Any
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
@@ -20,6 +19,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from srm.kafka.admin import alter_group_offsets
 from srm.mm2.client import read_to_end
 
 Header = tuple[str, bytes | None]
@@ -76,13 +76,12 @@ def admin(bootstrap: str) -> AdminClient:
 
 def rewind(bootstrap: str, group: str, topic: str, partitions: int, offset: int) -> None:
     """Set an idle group's committed offset of every partition of ``topic`` to ``offset``."""
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, offset) for p in range(partitions)])
+    offsets = {(topic, p): offset for p in range(partitions)}
 
     def committed() -> bool:
         # the call succeeds as a whole while a partition's commit can fail, e.g. on a topic created a moment ago
         # that the group coordinator does not know yet: those errors are per partition
-        done = admin(bootstrap).alter_consumer_group_offsets([request])[group].result(30)
-        return all(tp.error is None for tp in done.topic_partitions)
+        return not alter_group_offsets(admin(bootstrap), group, offsets)
 
     wait_for(committed, 30, message=f"group {group}'s offsets of {topic} committed")
 

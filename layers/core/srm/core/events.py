@@ -489,10 +489,7 @@ class EventBuilder:
 
     def offer_run(self, topic: str, partition: int, run: RecordColumns) -> int:
         """Add consecutive records of one partition, in order, up to the first that does not fit: how many."""
-        for added, record in enumerate(zip(*run, strict=True)):
-            if self.offer(topic, partition, *record):
-                return added
-        return len(run.offsets)
+        return _offer_each(self, topic, partition, run, 0)
 
     def payload(self) -> bytes:
         """What the handler is invoked with (after ``json.loads``, as the Lambda runtime does)."""
@@ -575,10 +572,7 @@ class DecodedEventBuilder:
                 columns = self._groups[(topic, partition)] = _Columns([], [], [], [], [])
             self._add_columns(columns, run.slice(0, take) if take < count else run)
             self.size += marks + cost
-        for added, record in enumerate(zip(*run.slice(take, count), strict=True), take):
-            if self.offer(topic, partition, *record):
-                return added
-        return count
+        return _offer_each(self, topic, partition, run, take)
 
     def _add_columns(self, columns: _Columns, run: RecordColumns) -> None:
         headers = run.headers
@@ -603,6 +597,17 @@ class DecodedEventBuilder:
         """``(topic, partition, last offset)`` of every partition in the event."""
         for (topic, partition), c in self._groups.items():
             yield topic, partition, c.offsets[-1]
+
+
+def _offer_each(
+    builder: EventBuilder | DecodedEventBuilder, topic: str, partition: int, run: RecordColumns, start: int
+) -> int:
+    """Offer the run's records from ``start`` one by one, up to the first that does not fit: how many of the run
+    the builder holds then."""
+    for added, record in enumerate(zip(*run.slice(start, len(run.offsets)), strict=True), start):
+        if builder.offer(topic, partition, *record):
+            return added
+    return len(run.offsets)
 
 
 @dataclass

@@ -36,7 +36,7 @@ from typing import Any, Literal, NamedTuple, cast
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from srm.core.events import DecodedEventBuilder, EventBuilder, RecordColumns, record_json_size
+from srm.core.events import DecodedEventBuilder, EventBuilder, RecordColumns, run_json_size
 from srm.local.context import LocalContext
 from srm.local.positions import WATERMARK_TIMEOUT_S, caught_up
 from srm.local.threads import waiting_in
@@ -517,17 +517,7 @@ class EmulatedMapping:
 
     def _stuck_on_oversized(self, msg: Message) -> None:
         """A record too big for one invocation is never skipped: report it and hold the partition."""
-        ts_type, ts = msg.timestamp()
-        estimate = record_json_size(
-            cast(str, msg.topic()),
-            cast(int, msg.partition()),
-            cast(int, msg.offset()),
-            ts,
-            _TIMESTAMP_TYPES[ts_type],
-            cast("bytes | None", msg.key()),
-            cast("bytes | None", msg.value()),
-            cast("list[tuple[str, bytes | None]] | None", msg.headers()),
-        )
+        estimate = run_json_size(cast(str, msg.topic()), _PARTITION(msg), _columns([msg]))
         self.stats.failures += 1
         self.stats.last_error = (
             f"{msg.topic()}-{msg.partition()}@{msg.offset()}: record needs ~{estimate} bytes of event payload, more "
@@ -581,17 +571,21 @@ def offer_fetched(builder: EventBuilder | DecodedEventBuilder, records: list[Mes
     taken = 0
     for partition, group in groupby(records[:most], _PARTITION):
         messages = list(group)
-        stamps = list(map(_TIMESTAMP, messages))
-        run = RecordColumns(
-            list(map(_OFFSET, messages)),
-            list(map(_SECOND, stamps)),
-            list(map(_TIMESTAMP_TYPES.__getitem__, map(_FIRST, stamps))),
-            list(map(_KEY, messages)),
-            list(map(_VALUE, messages)),
-            list(map(_HEADERS, messages)),
-        )
-        added = builder.offer_run(cast(str, messages[0].topic()), partition, run)  # a mapping reads one topic
+        added = builder.offer_run(cast(str, messages[0].topic()), partition, _columns(messages))  # one topic
         taken += added
         if added < len(messages):
             break
     return taken
+
+
+def _columns(messages: list[Message]) -> RecordColumns:
+    """Records of one partition as columns, each read by ``map`` over a ``Message`` method."""
+    stamps = list(map(_TIMESTAMP, messages))
+    return RecordColumns(
+        list(map(_OFFSET, messages)),
+        list(map(_SECOND, stamps)),
+        list(map(_TIMESTAMP_TYPES.__getitem__, map(_FIRST, stamps))),
+        list(map(_KEY, messages)),
+        list(map(_VALUE, messages)),
+        list(map(_HEADERS, messages)),
+    )
