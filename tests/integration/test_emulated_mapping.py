@@ -5,12 +5,14 @@ once; committed offsets follow the handler."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from srm.local.event_source import EmulatedMapping, MappingSettings
+from tests.support.groups import Squatter
 from tests.support.kafka import create_topic, numbered_records, produce, unique, wait_for
 from tests.support.mappings import Recorder, running_mapping
 
@@ -60,6 +62,37 @@ def test_idle_mapping_catches_up_and_delivers_later_records_once_in_order(mappin
     wait_for(lambda: committed(bootstrap, group, topic, 3) == {0: 1010, 1: 1010, 2: 1010}, 30, message="commits")
     # AND it is caught up again
     wait_for(lambda: m.caught_up, 30, message="mapping caught up again")
+
+
+def test_partitions_kept_through_an_incremental_revoke_are_not_read_again(clusters) -> None:
+    # GIVEN a member of a cooperative-sticky group (as srm run's) that replicated a backlog over 6 partitions
+    bootstrap, topic, group = clusters["a"].bootstrap, unique("esm-coop"), unique("esm-group")
+    create_topic(bootstrap, topic, 6)
+    produce(bootstrap, topic, numbered_records(600, 6, "backlog"))
+    settings = MappingSettings(batch_size=50, batching_window_ms=0)
+    with running_mapping(bootstrap, topic, group, settings, assignor="cooperative-sticky") as (m, recorder):
+        wait_for(lambda: committed(bootstrap, group, topic, 6) == dict.fromkeys(range(6), 100), 60, message="backlog")
+        members = [Squatter(bootstrap, group, topic, assignor="cooperative-sticky")]
+        try:
+            wait_for(lambda: len(m.assigned) == 3 and len(members[0].assigned()) == 3, 60, message="shared by two")
+            # … whose committed offsets lag what it replicated (as while its asynchronous commits are under way, or
+            # when the rebalance refused them): the group has them at 0 for the partitions it holds
+            held = m.assigned
+            members[0].commit([TopicPartition(topic, p, 0) for p in held])
+            wait_for(lambda: all(committed(bootstrap, group, topic, 6)[p] == 0 for p in held), 30, message="lagging")
+
+            # WHEN a third member joins and takes one of its partitions, leaving it the other two
+            members.append(Squatter(bootstrap, group, topic, assignor="cooperative-sticky"))
+            wait_for(lambda: [len(m.assigned), *(len(o.assigned()) for o in members)] == [2, 2, 2], 60, message="3")
+            time.sleep(2)  # what it would read again, read
+        finally:
+            for other in members:
+                other.leave()
+
+    # THEN it read none of them again: each record was delivered once, in order
+    for p in range(6):
+        offsets = [o for q, o, _v in recorder.delivered if q == p]
+        assert offsets == list(range(100)), f"partition {p}: {len(offsets)} records, {len(set(offsets))} distinct"
 
 
 def test_a_record_too_big_for_one_invocation_holds_its_partition_and_is_named(clusters) -> None:

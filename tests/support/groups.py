@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupState
+from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 
 from tests.support.kafka import admin
 
@@ -43,6 +43,7 @@ class Squatter:
         self.consumer = Consumer(settings)
         self.consumer.subscribe([topic])
         self.partitions: list[int] = []
+        self._commits: list[list[TopicPartition]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
@@ -51,6 +52,13 @@ class Squatter:
         while not self._stop.is_set():
             self.consumer.poll(0.1)
             self.partitions = [tp.partition for tp in self.consumer.assignment()]  # on the polling thread only
+            while self._commits:
+                self.consumer.commit(offsets=self._commits.pop(0), asynchronous=False)
+
+    def commit(self, offsets: list[TopicPartition]) -> None:
+        """Commit ``offsets`` as this member (any partitions: the group checks the member, not what it holds), on its
+        polling thread: a consumer's calls do not overlap."""
+        self._commits.append(offsets)
 
     def assigned(self) -> list[int]:
         return self.partitions

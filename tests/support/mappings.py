@@ -31,10 +31,16 @@ class Recorder:
 
 @contextlib.contextmanager
 def running_mapping(
-    bootstrap: str, topic: str, group: str, settings: MappingSettings, *, static: bool = False
+    bootstrap: str,
+    topic: str,
+    group: str,
+    settings: MappingSettings,
+    *,
+    static: bool = False,
+    assignor: str | None = None,
 ) -> Iterator[tuple[EmulatedMapping, Recorder]]:
     """A started mapping of ``topic`` in ``group`` (a static member when ``static``, which asks the group who holds
-    its id once fenced), stopped on exit."""
+    its id once fenced; ``assignor``: the group's ``partition.assignment.strategy``), stopped on exit."""
     recorder = Recorder()
     consumer_config = {
         "bootstrap.servers": bootstrap,
@@ -43,6 +49,8 @@ def running_mapping(
         "enable.auto.commit": "false",
         "isolation.level": "read_committed",
     }
+    if assignor is not None:
+        consumer_config["partition.assignment.strategy"] = assignor
     if static:
         consumer_config["group.instance.id"] = group
         consumer_config["session.timeout.ms"] = 6000  # the broker's least: a fenced member asks the group that long

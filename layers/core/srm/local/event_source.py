@@ -276,31 +276,28 @@ class EmulatedMapping:
         self._next_assignment_check = 0.0
 
         def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            if not partitions:
+                return  # a cooperative rebalance that takes nothing from this member
             # What was replicated is committed before the partitions go (behind the asynchronous commits under way):
-            # the next owner, and this member's rewind, start from there. A failure: the records are read again.
+            # the next owner starts from there. A failure: the records are read again.
+            gone = {tp.partition for tp in partitions}
             delivered = self._delivered
-            revoked = [
-                TopicPartition(tp.topic, tp.partition, delivered[tp.partition])
-                for tp in partitions
-                if tp.partition in delivered
-            ]
+            revoked = [TopicPartition(self.topic, p, delivered[p]) for p in sorted(gone & delivered.keys())]
             if revoked:
                 with contextlib.suppress(KafkaException):
                     consumer.commit(offsets=revoked, asynchronous=False)
-            if partitions and self._on_revoked is not None:
+            if self._on_revoked is not None:
                 try:
-                    self._on_revoked(sorted(tp.partition for tp in partitions))
+                    self._on_revoked(sorted(gone))
                 except Exception as e:  # their next holder takes them over all the same
                     log.warning("event source for %s: releasing revoked partitions failed: %s", self.topic, e)
-            on_lost(consumer, partitions)
+            self._delivered = {p: o for p, o in delivered.items() if p not in gone}
+            self._dropped_batch()
 
-        def on_lost(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
-            # lost (a session timed out): another member may hold them already, nothing is committed for them
-            self._delivered = {}
-            self._revoked = True  # buffered records are re-read from the committed offsets after reassignment
-            self._positions.clear()
-            self._caught_up = False
-            self._rebalanced()
+        def on_lost(_consumer: Consumer, _partitions: list[TopicPartition]) -> None:
+            # lost (a session timed out, a commit fenced): another member may hold them already; nothing is committed
+            # for them. What this member replicated stays known: should they come back, it is not read again.
+            self._dropped_batch()
 
         def on_assign(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             if partitions:
@@ -439,17 +436,26 @@ class EmulatedMapping:
         return []
 
     def _rewind(self, consumer: Consumer) -> None:
-        """After a rebalance, read every assigned partition again from its committed offset. The records of the
-        dropped batch are read again that way — including any the same poll already fetched for the new
-        assignment, which would otherwise be skipped."""
+        """After a rebalance, read every assigned partition again from one past what was replicated of it: by this
+        member while it held it, or as committed by whoever held it, whichever is further. The records of the
+        dropped batch are read again that way — including any the same poll already fetched for the new assignment,
+        which would otherwise be skipped — and none replicated already: the partitions kept through an incremental
+        revoke go on where they were, though their asynchronous commits may not have landed (or were refused by the
+        rebalance)."""
         assignment = consumer.assignment()
+        delivered = self._delivered
         if not assignment:
+            delivered.clear()
             return  # assigned later: fetching starts from the committed offsets anyway
         # a partition with no committed offset starts where the consumer's auto.offset.reset says, as it did at first
         reset = str(self._consumer_config.get("auto.offset.reset", "earliest")).lower()
         start = OFFSET_END if reset in ("latest", "largest", "end") else OFFSET_BEGINNING
+        self._delivered = {}
         for tp in consumer.committed(assignment, timeout=WATERMARK_TIMEOUT_S):
-            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else start))
+            offset = max(tp.offset, delivered.get(tp.partition, -1))
+            if offset >= 0:
+                self._delivered[tp.partition] = offset
+            consumer.seek(TopicPartition(tp.topic, tp.partition, offset if offset >= 0 else start))
 
     def _observe_assignment(self, consumer: Consumer) -> None:
         """Note which partitions are assigned, and since when some are not (local calls, plus a metadata request
@@ -485,6 +491,13 @@ class EmulatedMapping:
             self._unassigned_since = None
         elif self._unassigned_since is None:
             self._unassigned_since = now
+
+    def _dropped_batch(self) -> None:
+        """Partitions were taken away: the batch being collected is dropped and its records read again."""
+        self._revoked = True
+        self._positions.clear()
+        self._caught_up = False
+        self._rebalanced()
 
     def _rebalanced(self) -> None:
         """The assignment changed: the watchdog's clock of progress starts again (the partitions this member held a
