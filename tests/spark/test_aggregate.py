@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, aggregate_partials, parse_lines, partials
 from srm.metrics.model.names import TABLE_ATTRIBUTES
@@ -171,11 +172,12 @@ def test_bad_lines_are_counted_with_file_line_and_reason(spark: SparkSession) ->
         '{"v":1,"kind":"what","ts":1,"source":"a","target":"b"}',
         "",
         encode(OTHERS[0]),
+        re.sub(r'"b":\{"\d+"', '"b":{"99999999"', good, count=1),  # a bucket no value can reach
     ]
     records, bad = parse_lines(lines_frame(spark, lines, "dt=x/p-0.jsonl"))
     assert records.count() == 2
     reasons = {row["line"]: row["reason"] for row in bad.collect()}
-    assert set(reasons) == {2, 3, 4, 5, 6, 7, 8}
+    assert set(reasons) == {2, 3, 4, 5, 6, 7, 8, 10}
     assert "truncated" in reasons[2]
     assert reasons[3] == "unknown schema version 9 (this reader knows v=1)"
     assert "wrong type" in reasons[4]
@@ -183,6 +185,7 @@ def test_bad_lines_are_counted_with_file_line_and_reason(spark: SparkSession) ->
     assert reasons[6] == "latency: inconsistent sketch"
     assert reasons[7] == "unknown kind what"
     assert reasons[8] == "empty line"
+    assert reasons[10].endswith(": inconsistent sketch")
     assert {row["file"] for row in bad.collect()} == {"dt=x/p-0.jsonl"}
 
 
@@ -287,3 +290,31 @@ def test_partials_stored_before_a_figure_existed_merge_with_new_ones(spark: Spar
         40,
         1,
     )
+
+
+def as_map(dense: Any) -> Any:
+    """A dense sketch column (``lo``, ``c``) as a map of index (a string) → count of its non-empty buckets."""
+    index = F.transform(F.sequence(F.lit(0), F.size(dense.c) - 1), lambda k: (dense.lo + k).cast("string"))
+    return F.when(dense.isNotNull(), F.map_filter(F.map_from_arrays(index, dense.c), lambda _, count: count > 0))
+
+
+def test_partials_stored_with_sketches_as_maps_merge_with_dense_ones(spark: SparkSession, tmp_path: Path) -> None:
+    # GIVEN the partials of half the records stored as an earlier version stored them: each sketch a map index → count
+    lines = [encode(b.record()) for b in MIRRORED] + [encode(r) for r in OTHERS]
+    old = partials(parse_lines(lines_frame(spark, lines[::2]))[0].localCheckpoint())
+    for prefix in ("lat", "age", "ckpt"):
+        old = old.withColumn(f"_{prefix}_b", as_map(F.col(f"_{prefix}_d"))).drop(f"_{prefix}_d")
+    old.write.parquet(str(tmp_path / "old"))
+    stored = spark.read.parquet(str(tmp_path / "old"))
+    assert "_lat_b" in stored.columns and "_lat_d" not in stored.columns
+    # WHEN the other half is aggregated with them
+    new = parse_lines(lines_frame(spark, lines[1::2]))[0].localCheckpoint()
+    merged = aggregate_partials(partials(new, stored)).collect()
+    # THEN the table is the one of all records aggregated at once
+    whole = aggregate(parse_lines(lines_frame(spark, lines))[0]).collect()
+
+    def by_window(rows: list[Any]) -> dict[tuple[Any, ...], dict[str, Any]]:
+        return {tuple(row[k] for k in OUTPUT_KEYS): row.asDict(recursive=True) for row in rows}
+
+    assert by_window(merged) == by_window(whole)
+    assert by_window(whole)[("1h", "flow", "a", "b", None, None, T0)]["replication_latency_ms"]["count"] > 0

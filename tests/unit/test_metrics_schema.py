@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from srm.metrics.model import schema
@@ -75,6 +77,7 @@ GOOD = encode(RECORDS[0])
         (GOOD.replace('"kind":"mirror"', '"kind":"nope"'), "does not match any of the expected tags"),
         (GOOD.replace('"partition":1,', ""), "mirror.partition: Field required"),
         (GOOD.replace('"n":3', '"n":4', 1), "n=4 but the buckets hold 3"),
+        (re.sub(r'"b":\{"\d+"', '"b":{"99999999"', GOOD, count=1), "bucket indices must be within 0..17743"),
         ("[1, 2]", "not a JSON object"),
     ],
 )

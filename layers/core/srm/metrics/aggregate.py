@@ -11,13 +11,15 @@ with partials stored by earlier runs (:mod:`srm.metrics.runner`).
 How it aggregates, natively (no Python per row):
 
 * every kind is first reduced to partials per partition and minute, named as the aggregates they feed (sums,
-  mins, maxes, bucket counts), then rolled up from those partials to every (resolution, level): a sum of sums, a
-  min of mins, so one set of expressions serves both steps;
-* distributions (replication latency, record age, checkpoint latency) merge sketches: buckets are exploded
-  (index, count; the zero bucket as index ``ZERO_INDEX``), counts summed per bucket, and quantile ``q`` of ``n``
-  values is the first bucket, by index, whose running count exceeds ``q * (n - 1)``, reported as the bucket's value
-  clamped to the exact min and max: the same answer as :meth:`srm.metrics.model.sketch.Sketch.quantile` of the merged
-  sketch. Count, min, max and avg are exact;
+  mins, maxes, sketches), then rolled up from those partials to every (resolution, level), each level from the one
+  below it (:func:`_rollup`): a sum of sums, a min of mins, so one set of expressions serves every step;
+* distributions (replication latency, record age, checkpoint latency) merge sketches. A record's sketch buckets are
+  exploded (index, count; the zero bucket as index ``ZERO_INDEX``) and summed per bucket once, into the partials,
+  where each sketch is *dense*: its first index and the counts from there, empty buckets included. Dense sketches
+  merge element by element (no row per bucket), and quantile ``q`` of ``n`` values is the first bucket, by index,
+  whose running count exceeds ``q * (n - 1)``, reported as the bucket's value clamped to the exact min and max: the
+  same answer as :meth:`srm.metrics.model.sketch.Sketch.quantile` of the merged sketch. Count, min, max and avg are
+  exact;
 * lag at a window's end is the last sample of each partition in the window (by ``ts``), summed over the
   partitions of a topic or flow; the oldest-unreplicated age is the largest of them. Heartbeat age and latency are
   the flow's last sample in the window;
@@ -35,7 +37,7 @@ from pyspark.sql import types as T
 
 from srm.metrics.model.schema import FIELD_TYPES, KINDS, REQUIRED, SCHEMA_VERSION
 from srm.metrics.model.series import LEVELS, RESOLUTIONS
-from srm.metrics.model.sketch import GAMMA, ZERO_INDEX
+from srm.metrics.model.sketch import GAMMA, MAX_INDEX, ZERO_INDEX
 
 __all__ = [
     "MINUTE_KEYS",
@@ -98,7 +100,9 @@ def _sketch_problem(name: str) -> Column:
     held = F.coalesce(sketch.z, F.lit(0)) + F.aggregate(
         F.map_values(sketch.b), F.lit(0).cast("long"), lambda a, x: a + x
     )
-    bad_index = F.exists(F.map_keys(sketch.b), lambda k: k.cast("int").isNull() | (k.cast("int") < 0))
+    bad_index = F.exists(
+        F.map_keys(sketch.b), lambda k: k.cast("int").isNull() | (k.cast("int") < 0) | (k.cast("int") > MAX_INDEX)
+    )
     bad_count = F.exists(F.map_values(sketch.b), lambda c: c.isNull() | (c < 1))
     problem = (
         sketch.n.isNull()
@@ -290,9 +294,14 @@ _COMBINE = {"sum": F.sum, "min": F.min, "max": F.max}
 # The last samples (a max of a struct, ``ts`` first) and the kinds of the records that have them.
 _SAMPLES = ("_lag", "_heartbeat")
 _SAMPLE_KINDS = ("lag", "heartbeat")
-# The maps of a partial: merged sketches' bucket counts (index → count, the zero bucket as ``ZERO_INDEX``) and the
-# counts by key, both summed per key when partials merge.
-_MAPS = tuple(f"_{prefix}_b" for prefix, *_ in _DISTRIBUTIONS) + tuple(f"_{name}" for name, *_ in _COUNTS_BY)
+# The counts by key of a partial: maps (key → count), summed per key when partials merge.
+_COUNT_MAPS = tuple(f"_{name}" for name, *_ in _COUNTS_BY)
+# The merged sketches of a partial, dense: ``lo`` the first bucket's index (the zero bucket is ``ZERO_INDEX``, below
+# every other) and ``c`` the counts from there on, empty buckets included, summed element by element when partials
+# merge. A minute's merged sketch has few empty buckets, and a dense array sums without a row per bucket.
+_DENSE = tuple(f"_{prefix}_d" for prefix, *_ in _DISTRIBUTIONS)
+# How partials stored the sketches before they were dense: maps of index (a string) → count.
+_SPARSE = {f"_{prefix}_b": f"_{prefix}_d" for prefix, *_ in _DISTRIBUTIONS}
 MINUTE_KEYS = (*_SERIES, "window_start")
 
 
@@ -300,53 +309,118 @@ def _scalar_aggs() -> list[Column]:
     return [_COMBINE[how](name).alias(name) for name, _, how in _partial_values()]
 
 
-def _entries(records: DataFrame) -> DataFrame:
-    """Every record's map entries in long form: (minute keys, ``m`` the partial map's name, ``key``, ``c``).
+def _bucket_entries(records: DataFrame) -> DataFrame:
+    """Every record's sketch buckets in long form: (minute keys, ``m`` the dense column, ``i`` the index, ``c``).
 
-    One native explode per map, each branch reading only its own column (the input is Parquet or cached), rather
-    than one array of every map built per row by lambdas: those run interpreted, once per bucket."""
+    One native explode per sketch, each branch reading only its own column (the input is Parquet or cached)."""
     rows = []
     for prefix, kind, field, _ in _DISTRIBUTIONS:
         sketch = F.col(field)
         of_kind = _minute(records.where(_is(kind) & sketch.isNotNull()))
-        bucket = F.lit(f"_{prefix}_b").alias("m")
-        rows.append(of_kind.select(*MINUTE_KEYS, bucket, F.explode(sketch.b).alias("key", "c")))
+        column = F.lit(f"_{prefix}_d").alias("m")
+        exploded = of_kind.select(*MINUTE_KEYS, column, F.explode(sketch.b).alias("key", "c"))
+        rows.append(exploded.select(*MINUTE_KEYS, "m", F.col("key").cast("int").alias("i"), "c"))
         zero = of_kind.where(sketch.z > 0)
-        rows.append(zero.select(*MINUTE_KEYS, bucket, F.lit(str(ZERO_INDEX)).alias("key"), sketch.z.alias("c")))
+        rows.append(zero.select(*MINUTE_KEYS, column, F.lit(ZERO_INDEX).alias("i"), sketch.z.alias("c")))
+    return functools.reduce(lambda a, b: a.unionByName(b), rows)
+
+
+def _count_entries(records: DataFrame) -> DataFrame:
+    """Every record's counts by key in long form: (minute keys, ``m`` the map's name, ``key``, ``c``)."""
+    rows = []
     for name, kind, counts in _COUNTS_BY:
         exploded = F.explode(counts()).alias("key", "c")
         rows.append(_minute(records.where(_is(kind))).select(*MINUTE_KEYS, F.lit(f"_{name}").alias("m"), exploded))
     return functools.reduce(lambda a, b: a.unionByName(b), rows)
 
 
-def _fold(*parts: DataFrame) -> DataFrame:
-    """Rows of aggregated scalars, samples and summed map entries (``m``, ``key``, ``c``) folded into one row per
-    minute key, the entries into one map column per name of :data:`_MAPS` (null when empty)."""
-    both = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+def _dense_rows(buckets: DataFrame) -> DataFrame:
+    """Bucket entries (``m``, ``i``, ``c``) summed per index and laid out dense: one row per minute key and ``m``,
+    with ``d`` the dense sketch. Each bucket brings its count and a zero for every empty index up to the next bucket
+    (a window over the sorted indices); the runs are collected in order and flattened, all natively."""
+    keys = [*MINUTE_KEYS, "m"]
+    summed = buckets.groupBy(*keys, "i").agg(F.sum("c").alias("c"))
+    gap = F.coalesce(F.lead("i").over(Window.partitionBy(*keys).orderBy("i")) - F.col("i") - 1, F.lit(0))
+    runs = summed.select(*keys, "i", F.concat(F.array("c"), F.array_repeat(F.lit(0).cast("long"), gap)).alias("run"))
+    grouped = runs.groupBy(*keys).agg(
+        F.min("i").alias("lo"), F.array_sort(F.collect_list(F.struct("i", "run"))).alias("runs")
+    )
+    counts = F.flatten(F.transform("runs", lambda r: r.run))
+    return grouped.select(*keys, F.struct("lo", counts.alias("c")).alias("d"))
+
+
+def _merged(sketches: Column) -> Column:
+    """The element-wise sum of dense sketches (an array of them); null when there are none."""
+    lo = F.array_min(F.transform(sketches, lambda s: s.lo))
+    end = F.array_max(F.transform(sketches, lambda s: s.lo + F.size(s.c)))
+
+    def zeros(n: Column) -> Column:
+        return F.array_repeat(F.lit(0).cast("long"), n)
+
+    def add(total: Column, s: Column) -> Column:
+        aligned = F.concat(zeros(s.lo - lo), s.c, zeros(end - s.lo - F.size(s.c)))
+        return F.zip_with(total, aligned, lambda a, b: a + b)
+
+    summed = F.struct(lo.alias("lo"), F.aggregate(sketches, zeros(end - lo), add).alias("c"))
+    return F.when(F.size(sketches) == 1, sketches[0]).when(F.size(sketches) > 1, summed)
+
+
+def _dense_of(partial: DataFrame) -> DataFrame | None:
+    """The sketches of stored partials as dense rows (minute keys, ``m``, ``d``), as :func:`_dense_rows` gives
+    them; None when they hold none in dense form."""
+    rows = [
+        partial.where(F.col(name).isNotNull()).select(*MINUTE_KEYS, F.lit(name).alias("m"), F.col(name).alias("d"))
+        for name in _DENSE
+        if name in partial.columns
+    ]
+    return functools.reduce(lambda a, b: a.unionByName(b), rows) if rows else None
+
+
+def _sparse_entries(partial: DataFrame) -> DataFrame | None:
+    """The sketches of partials stored as maps (before they were dense) as bucket entries; None when there are
+    none."""
+    rows = [
+        partial.select(*MINUTE_KEYS, F.lit(dense).alias("m"), F.explode(name).alias("key", "c")).select(
+            *MINUTE_KEYS, "m", F.col("key").cast("int").alias("i"), "c"
+        )
+        for name, dense in _SPARSE.items()
+        if name in partial.columns
+    ]
+    return functools.reduce(lambda a, b: a.unionByName(b), rows) if rows else None
+
+
+def _fold(scalars: DataFrame, samples: DataFrame, counts: DataFrame, dense: DataFrame) -> DataFrame:
+    """Rows of aggregated scalars, samples, summed counts (``m``, ``key``, ``c``) and dense sketches (``m``, ``d``)
+    folded into one row per minute key: the counts into one map per name of :data:`_COUNT_MAPS`, the sketches into
+    one column per name of :data:`_DENSE` (null when there are none)."""
+    both = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), (scalars, samples, counts, dense))
     columns = [name for name, *_ in _partial_values()]
     folded = both.groupBy(*MINUTE_KEYS).agg(
         *(F.first(name, ignorenulls=True).alias(name) for name in columns),
-        *(F.collect_list(F.when(F.col("m") == name, F.struct("key", "c"))).alias(name) for name in _MAPS),
+        *(F.collect_list(F.when(F.col("m") == name, F.struct("key", "c"))).alias(name) for name in _COUNT_MAPS),
+        *(F.first(F.when(F.col("m") == name, F.col("d")), ignorenulls=True).alias(name) for name in _DENSE),
     )
     return folded.select(
         *MINUTE_KEYS,
         *columns,
-        *(F.when(F.size(name) > 0, F.map_from_entries(F.array_sort(name))).alias(name) for name in _MAPS),
+        *(F.when(F.size(name) > 0, F.map_from_entries(F.array_sort(name))).alias(name) for name in _COUNT_MAPS),
+        *_DENSE,
     )
 
 
 def partials(records: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
     """Mergeable partials of records: one row per (source, target, topic, partition, minute) with the sums, mins,
-    maxes and last samples of :func:`_partial_values` and the maps of :data:`_MAPS`; merged with the partials
-    ``earlier`` (of other records) when given.
+    maxes and last samples of :func:`_partial_values`, the counts of :data:`_COUNT_MAPS` and the dense sketches of
+    :data:`_DENSE`; merged with the partials ``earlier`` (of other records) when given.
 
     Partials of disjoint sets of records merge into the partials of their union, exactly: every column is a sum, a
-    min, a max or a per-key sum. Duplicates (same ``id``) must be removed before. ``records`` is read once per map
-    and once for the scalars: pass it from Parquet (columns read apart) or cached.
+    min, a max, a per-key sum or an element-wise sum. Duplicates (same ``id``) must be removed before. ``records``
+    is read once per sketch and map and once for the scalars: pass it from Parquet (columns read apart) or cached.
 
-    Scalars, last samples and map entries are each aggregated apart: the scalars' buffers are all fixed-width (a
-    hash aggregation over every record), the last samples are structs (a sort, so only over lag and heartbeat
-    records), and the entries are summed per key before any map is built.
+    Scalars, last samples, counts and sketches are each aggregated apart: the scalars' buffers are all fixed-width
+    (a hash aggregation over every record), the last samples are structs (a sort, so only over lag and heartbeat
+    records), and buckets are summed per index in long form before any sketch is laid out dense; the earlier
+    partials' sketches are then added to the new ones element-wise, never exploded.
     """
     values = _partial_values()
     scalar_names = [name for name, _, _ in values if name not in _SAMPLES]
@@ -355,7 +429,9 @@ def partials(records: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
     samples = minutes.where(F.col("kind").isin(*_SAMPLE_KINDS)).select(
         *MINUTE_KEYS, *(value.alias(name) for name, value, _ in values if name in _SAMPLES)
     )
-    entries = _entries(records)
+    counts = _count_entries(records)
+    buckets = _bucket_entries(records)
+    stored = None
     if earlier is not None:
         # Partials stored by a version that had no such figure yet: it is none there (null, an empty map).
         types = {**{f.name: f.dataType for f in scalars.schema}, **{f.name: f.dataType for f in samples.schema}}
@@ -364,23 +440,73 @@ def partials(records: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
         scalars = scalars.unionByName(earlier.select(*MINUTE_KEYS, *scalar_names))
         sampled = functools.reduce(lambda a, b: a | b, (F.col(name).isNotNull() for name in _SAMPLES))
         samples = samples.unionByName(earlier.where(sampled).select(*MINUTE_KEYS, *_SAMPLES))
-        entries = entries.unionByName(_map_entries(earlier))
+        counts = counts.unionByName(_map_entries(earlier))
+        sparse = _sparse_entries(earlier)
+        buckets = buckets if sparse is None else buckets.unionByName(sparse)
+        stored = _dense_of(earlier)
+    dense = _dense_rows(buckets)
+    if stored is not None:
+        dense = dense.unionByName(stored).groupBy(*MINUTE_KEYS, "m").agg(_merged(F.collect_list("d")).alias("d"))
     combined = {name: how for name, _, how in values}
     return _fold(
         scalars.groupBy(*MINUTE_KEYS).agg(*(_COMBINE[combined[name]](name).alias(name) for name in scalar_names)),
         samples.groupBy(*MINUTE_KEYS).agg(*(F.max(name).alias(name) for name in _SAMPLES)),
-        entries.groupBy(*MINUTE_KEYS, "m", "key").agg(F.sum("c").alias("c")),
+        counts.groupBy(*MINUTE_KEYS, "m", "key").agg(F.sum("c").alias("c")),
+        dense,
     )
 
 
 def _map_entries(partial: DataFrame) -> DataFrame:
-    """The maps of partials in long form (as :func:`_entries` gives them for records)."""
+    """The counts of partials in long form (as :func:`_count_entries` gives them for records)."""
     rows = [
         partial.select(*MINUTE_KEYS, F.lit(name).alias("m"), F.explode(name).alias("key", "c"))
-        for name in _MAPS
+        for name in _COUNT_MAPS
         if name in partial.columns  # stored by a version without this map: no entries
     ]
     return functools.reduce(lambda a, b: a.unionByName(b), rows)
+
+
+def _at(rows: DataFrame, resolution: str, level: str) -> DataFrame:
+    """Rows (minute keys or output keys, then values) keyed to the windows of ``resolution`` and ``level`` they
+    count in."""
+    width = RESOLUTIONS[resolution]
+    topic = F.col("topic") if level != "flow" else F.lit(None).cast("string")
+    partition = F.col("partition") if level == "partition" else F.lit(None).cast("long")
+    values = [name for name in rows.columns if name not in OUTPUT_KEYS]
+    return rows.select(
+        F.lit(resolution).alias("resolution"),
+        F.lit(level).alias("level"),
+        "source",
+        "target",
+        topic.alias("topic"),
+        partition.alias("partition"),
+        (F.col("window_start") - F.col("window_start") % width).alias("window_start"),
+        *values,
+    )
+
+
+def _rollup(partial: DataFrame, aggs: Callable[[], list[Column]]) -> DataFrame:
+    """Partials (one row per minute key) aggregated to every window of every (resolution, level), each from the
+    finest one below it: partition minutes are the partials, topic minutes combine them, flow minutes combine topic
+    minutes (and partials of no topic), and each level's hours its minutes. ``aggs`` combines rows of the same
+    columns into one (a sum of sums), so no window combines more rows than a topic has partitions, a flow topics,
+    or an hour minutes."""
+    has_topic, has_partition = F.col("topic").isNotNull(), F.col("partition").isNotNull()
+
+    def up(rows: DataFrame, resolution: str, level: str) -> DataFrame:
+        return _at(rows, resolution, level).groupBy(*OUTPUT_KEYS).agg(*aggs())
+
+    topic_minutes = up(partial.where(has_topic), "1m", "topic")
+    flow_minutes = up(topic_minutes.unionByName(_at(partial.where(~has_topic), "1m", "topic")), "1m", "flow")
+    levels = [
+        _at(partial.where(has_partition), "1m", "partition"),
+        topic_minutes,
+        flow_minutes,
+        up(partial.where(has_partition), "1h", "partition"),
+        up(topic_minutes, "1h", "topic"),
+        up(flow_minutes, "1h", "flow"),
+    ]
+    return functools.reduce(lambda a, b: a.unionByName(b), levels)
 
 
 def _lag_sums(scalars: DataFrame) -> DataFrame:
@@ -398,17 +524,23 @@ def _lag_sums(scalars: DataFrame) -> DataFrame:
     return grouped.withColumn("partition", F.lit(None).cast("long"))
 
 
-def _quantile_index(buckets: Column, n: Column, q: float) -> Column:
-    """The index of the first bucket (``buckets`` sorted by index, ``n`` values in all) whose running count exceeds
-    ``q * (n - 1)``: one walk of the buckets (``n`` is the sketches' exact count, not a sum inside the walk)."""
-    rank = q * (n - 1)
-    start = F.struct(F.lit(0).cast("long").alias("cum"), F.lit(None).cast("int").alias("i"))
+def _quantile_indices(sketch: Column, n: Column) -> Column:
+    """The bucket index of each quantile of :data:`_QUANTILES` in a dense sketch of ``n`` values, in one walk of
+    its counts: quantile ``q`` is the first bucket whose running count exceeds ``q * (n - 1)``."""
+    start = F.struct(
+        F.lit(0).cast("long").alias("cum"),
+        F.lit(0).alias("k"),
+        *(F.lit(None).cast("int").alias(label) for label, _ in _QUANTILES),
+    )
 
-    def step(acc: Column, b: Column) -> Column:
-        cum = acc.cum + b.c
-        return F.struct(cum.alias("cum"), F.coalesce(acc.i, F.when(cum > rank, b.i)).alias("i"))
+    def step(acc: Column, c: Column) -> Column:
+        cum = acc.cum + c
+        found = (
+            F.coalesce(acc[label], F.when(cum > q * (n - 1), sketch.lo + acc.k)).alias(label) for label, q in _QUANTILES
+        )
+        return F.struct(cum.alias("cum"), (acc.k + 1).alias("k"), *found)
 
-    return F.aggregate(buckets, start, step).i
+    return F.aggregate(sketch.c, start, step)
 
 
 def _distribution(prefix: str) -> Column:
@@ -450,39 +582,51 @@ def aggregate_partials(partial: DataFrame) -> DataFrame:
     """Aggregates of merged partials (one row per minute key): every window of every (resolution, level) they
     cover. ``partial`` is read twice: cache it, or read it from storage, when it is expensive to compute.
 
-    Four aggregations: the scalars per window, the lag sums over them, the map entries per window and key, and one
-    fold of the three per window, where each distribution's buckets are collected sorted and walked once for its
-    quantiles (no window function, no join)."""
-    scalars = _fan_out(partial.select(*MINUTE_KEYS, *(name for name, *_ in _partial_values())))
-    scalars = scalars.groupBy(*OUTPUT_KEYS).agg(*_scalar_aggs())
+    Scalars and dense sketches are rolled up together (:func:`_rollup`), the sketches summed element-wise and each
+    walked once for its quantiles; the lag sums come from the partition windows, the counts by key are summed in
+    long form (they are few), and one fold puts each window's figures in one row (no window function, no join)."""
+    values = [name for name, *_ in _partial_values()]
+    rolled = _rollup(
+        partial.select(*MINUTE_KEYS, *values, *_DENSE),
+        lambda: [*_scalar_aggs(), *(_merged(F.collect_list(name)).alias(name) for name in _DENSE)],
+    )
+    # Computed once (the lag sums read it again): one row per window, its sketches already walked.
+    scalars = (
+        rolled.select(
+            *OUTPUT_KEYS,
+            *values,
+            *(
+                _quantile_indices(F.col(f"_{prefix}_d"), F.col(f"_{prefix}_n")).alias(f"_{prefix}_quantiles")
+                for prefix, *_ in _DISTRIBUTIONS
+            ),
+        )
+        .select(
+            *OUTPUT_KEYS,
+            *values,
+            *(
+                F.col(f"_{prefix}_quantiles")[label].alias(f"_{prefix}_{label}")
+                for prefix, *_ in _DISTRIBUTIONS
+                for label, _ in _QUANTILES
+            ),
+        )
+        .localCheckpoint()
+    )
     summed = _fan_out(_map_entries(partial)).groupBy(*OUTPUT_KEYS, "m", "key").agg(F.sum("c").alias("c"))
     merged = scalars.unionByName(_lag_sums(scalars), allowMissingColumns=True).unionByName(
         summed, allowMissingColumns=True
     )
     columns = [name for name in merged.columns if name not in (*OUTPUT_KEYS, "m", "key", "c")]
-    buckets = {
-        prefix: F.collect_list(
-            F.when(F.col("m") == f"_{prefix}_b", F.struct(F.col("key").cast("int").alias("i"), F.col("c")))
-        )
-        for prefix, *_ in _DISTRIBUTIONS
-    }
     counts = {
         name: F.collect_list(F.when(F.col("m") == f"_{name}", F.struct("key", F.col("c").alias("count"))))
         for name, *_ in _COUNTS_BY
     }
     folded = merged.groupBy(*OUTPUT_KEYS).agg(
         *(F.first(name, ignorenulls=True).alias(name) for name in columns),
-        *(F.array_sort(column).alias(f"_{prefix}_buckets") for prefix, column in buckets.items()),
         *(F.array_sort(column).alias(name) for name, column in counts.items()),
     )
     rows = folded.select(
         *OUTPUT_KEYS,
         *columns,
-        *(
-            _quantile_index(F.col(f"_{prefix}_buckets"), F.col(f"_{prefix}_n"), q).alias(f"_{prefix}_{label}")
-            for prefix, *_ in _DISTRIBUTIONS
-            for label, q in _QUANTILES
-        ),
         *(F.when(F.size(name) > 0, F.map_from_entries(name)).alias(name) for name, *_ in _COUNTS_BY),
     )
     seconds = F.when(F.col("resolution") == "1m", RESOLUTIONS["1m"] / 1000).otherwise(RESOLUTIONS["1h"] / 1000)

@@ -6,7 +6,7 @@ The state beside the raw data:
 * the **manifest** (JSON): for every raw file, how many bytes of it were aggregated; for every hour (UTC, by record
   ``ts``) the generation of its stored partials and the segments of its record ids;
 * the **partials** (Parquet, :func:`srm.metrics.aggregate.partials`): per hour, one row per partition and minute
-  holding sums, mins, maxes, last samples and sketch buckets, all mergeable;
+  holding sums, mins, maxes, last samples and dense sketches, all mergeable;
 * the **ids** (Parquet): the ``id`` of every record aggregated, per hour, one segment per run that touched it.
 
 A run, under the store's lock (a second concurrent run is refused: :class:`ConcurrentRunError`):

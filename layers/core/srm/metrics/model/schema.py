@@ -53,7 +53,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from srm.metrics.model.sketch import Sketch
+from srm.metrics.model.sketch import MAX_INDEX, Sketch
 
 __all__ = [
     "FIELD_TYPES",
@@ -110,8 +110,8 @@ class SketchData(BaseModel):
             indices = [int(index) for index in self.b]
         except ValueError:
             raise ValueError("bucket indices must be integers") from None
-        if any(index < 0 for index in indices) or any(count < 1 for count in self.b.values()):
-            raise ValueError("bucket indices must be >= 0 and counts >= 1")
+        if any(not 0 <= index <= MAX_INDEX for index in indices) or any(count < 1 for count in self.b.values()):
+            raise ValueError(f"bucket indices must be within 0..{MAX_INDEX} and counts >= 1")
         if self.z + sum(self.b.values()) != self.n:
             raise ValueError(f"n={self.n} but the buckets hold {self.z + sum(self.b.values())}")
         if self.min > self.max:

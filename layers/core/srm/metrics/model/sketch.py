@@ -20,11 +20,12 @@ without a Python function per row, and the mapping above is all of it that is ne
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ALPHA", "GAMMA", "ZERO_INDEX", "Sketch", "bucket_index", "bucket_value"]
+__all__ = ["ALPHA", "GAMMA", "MAX_INDEX", "ZERO_INDEX", "Sketch", "bucket_index", "bucket_value"]
 
 ALPHA = 0.02
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
@@ -39,6 +40,11 @@ def bucket_index(value: float) -> int:
     if value < 1.0:
         return ZERO_INDEX
     return math.ceil(math.log(value) / _LN_GAMMA)
+
+
+# The bucket of the largest double: no value is counted above it. Aggregated sketches are laid out dense (every index
+# from the first to the last), so a larger index would be an array of millions of counts, not a value.
+MAX_INDEX = bucket_index(sys.float_info.max)
 
 
 def bucket_value(index: int) -> float:
