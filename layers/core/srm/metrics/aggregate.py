@@ -466,47 +466,64 @@ def _map_entries(partial: DataFrame) -> DataFrame:
     return functools.reduce(lambda a, b: a.unionByName(b), rows)
 
 
-def _at(rows: DataFrame, resolution: str, level: str) -> DataFrame:
-    """Rows (minute keys or output keys, then values) keyed to the windows of ``resolution`` and ``level`` they
-    count in."""
-    width = RESOLUTIONS[resolution]
-    topic = F.col("topic") if level != "flow" else F.lit(None).cast("string")
-    partition = F.col("partition") if level == "partition" else F.lit(None).cast("long")
+# The level of a flow's partials of no topic while they are rolled up (a topic of their own, never in the table).
+_NO_TOPIC = "no-topic"
+
+
+def _regroup(rows: DataFrame, targets: Sequence[tuple[Column, str, str]], aggs: Sequence[Column]) -> DataFrame:
+    """Rows (minute keys or output keys, then values) combined, in one aggregation, per window of each target
+    (when it applies, resolution, level) that applies to them."""
+    keys = []
+    for applies, resolution, level in targets:
+        width = RESOLUTIONS[resolution]
+        key = F.struct(
+            F.lit(resolution).alias("resolution"),
+            F.lit(level).alias("level"),
+            (F.col("topic") if level in ("topic", "partition") else F.lit(None).cast("string")).alias("topic"),
+            (F.col("partition") if level == "partition" else F.lit(None).cast("long")).alias("partition"),
+            (F.col("window_start") - F.col("window_start") % width).alias("window_start"),
+        )
+        keys.append(F.when(applies, key))
     values = [name for name in rows.columns if name not in OUTPUT_KEYS]
-    return rows.select(
-        F.lit(resolution).alias("resolution"),
-        F.lit(level).alias("level"),
-        "source",
-        "target",
-        topic.alias("topic"),
-        partition.alias("partition"),
-        (F.col("window_start") - F.col("window_start") % width).alias("window_start"),
-        *values,
+    each = rows.select(
+        F.explode(F.filter(F.array(*keys), lambda k: k.isNotNull())).alias("_k"), "source", "target", *values
     )
+    keyed = each.select(
+        "_k.resolution", "_k.level", "source", "target", "_k.topic", "_k.partition", "_k.window_start", *values
+    )
+    return keyed.groupBy(*OUTPUT_KEYS).agg(*aggs)
 
 
-def _rollup(partial: DataFrame, aggs: Callable[[], list[Column]]) -> DataFrame:
-    """Partials (one row per minute key) aggregated to every window of every (resolution, level), each from the
-    finest one below it: partition minutes are the partials, topic minutes combine them, flow minutes combine topic
-    minutes (and partials of no topic), and each level's hours its minutes. ``aggs`` combines rows of the same
-    columns into one (a sum of sums), so no window combines more rows than a topic has partitions, a flow topics,
-    or an hour minutes."""
+def _rollup(partial: DataFrame, aggs: Sequence[Column]) -> DataFrame:
+    """Partials (one row per minute key) aggregated to every window of every (resolution, level), in two steps:
+    first the topic minutes (a flow's partials of no topic as a topic of their own) and partition hours, then from
+    those the topic hours and the flow's minutes and hours (the first step's rows passing through as they are);
+    partition minutes are the partials. ``aggs`` combines rows of the same columns into one (a sum of sums), so no
+    window combines more rows than a topic has partitions, or an hour minutes times a flow's topics."""
     has_topic, has_partition = F.col("topic").isNotNull(), F.col("partition").isNotNull()
-
-    def up(rows: DataFrame, resolution: str, level: str) -> DataFrame:
-        return _at(rows, resolution, level).groupBy(*OUTPUT_KEYS).agg(*aggs())
-
-    topic_minutes = up(partial.where(has_topic), "1m", "topic")
-    flow_minutes = up(topic_minutes.unionByName(_at(partial.where(~has_topic), "1m", "topic")), "1m", "flow")
-    levels = [
-        _at(partial.where(has_partition), "1m", "partition"),
-        topic_minutes,
-        flow_minutes,
-        up(partial.where(has_partition), "1h", "partition"),
-        up(topic_minutes, "1h", "topic"),
-        up(flow_minutes, "1h", "flow"),
-    ]
-    return functools.reduce(lambda a, b: a.unionByName(b), levels)
+    first = _regroup(
+        partial,
+        [(has_topic, "1m", "topic"), (~has_topic, "1m", _NO_TOPIC), (has_partition, "1h", "partition")],
+        aggs,
+    )
+    minute = F.col("resolution") == "1m"
+    topic_minute = minute & (F.col("level") == "topic")
+    rest = _regroup(
+        first,
+        [
+            (~minute, "1h", "partition"),
+            (topic_minute, "1m", "topic"),
+            (topic_minute, "1h", "topic"),
+            (minute, "1m", "flow"),
+            (minute, "1h", "flow"),
+        ],
+        aggs,
+    )
+    values = [name for name in partial.columns if name not in OUTPUT_KEYS]
+    partition_minutes = partial.where(has_partition).select(
+        F.lit("1m").alias("resolution"), F.lit("partition").alias("level"), *MINUTE_KEYS, *values
+    )
+    return partition_minutes.unionByName(rest)
 
 
 def _lag_sums(scalars: DataFrame) -> DataFrame:
@@ -588,7 +605,7 @@ def aggregate_partials(partial: DataFrame) -> DataFrame:
     values = [name for name, *_ in _partial_values()]
     rolled = _rollup(
         partial.select(*MINUTE_KEYS, *values, *_DENSE),
-        lambda: [*_scalar_aggs(), *(_merged(F.collect_list(name)).alias(name) for name in _DENSE)],
+        [*_scalar_aggs(), *(_merged(F.collect_list(name)).alias(name) for name in _DENSE)],
     )
     # Computed once (the lag sums read it again): one row per window, its sketches already walked.
     scalars = (
