@@ -206,39 +206,33 @@ def _minute(df: DataFrame) -> DataFrame:
     return df.withColumn("window_start", F.col("ts") - F.col("ts") % RESOLUTIONS["1m"])
 
 
-def _fan_out(df: DataFrame) -> DataFrame:
-    """Each row (per partition and minute) once per (resolution, level) it counts in; key columns rewritten."""
-    targets = []
-    for resolution, width in RESOLUTIONS.items():
-        window_start = F.col("window_start") - F.col("window_start") % width
-        for level in LEVELS:
-            topic = F.col("topic") if level != "flow" else F.lit(None).cast("string")
-            partition = F.col("partition") if level == "partition" else F.lit(None).cast("long")
-            applies = {
-                "flow": F.lit(True),
-                "topic": F.col("topic").isNotNull(),
-                "partition": F.col("partition").isNotNull(),
-            }
-            target = F.struct(
-                F.lit(resolution).alias("resolution"),
-                F.lit(level).alias("level"),
-                topic.alias("topic"),
-                partition.alias("partition"),
-                window_start.alias("window_start"),
-            )
-            targets.append(F.when(applies[level], target))
-    rest = [name for name in df.columns if name not in ("topic", "partition", "window_start")]
-    exploded = df.select(F.explode(F.filter(F.array(*targets), lambda t: t.isNotNull())).alias("_t"), *rest)
-    return exploded.select(
-        "_t.resolution",
-        "_t.level",
-        "source",
-        "target",
-        "_t.topic",
-        "_t.partition",
-        "_t.window_start",
-        *(name for name in rest if name not in ("source", "target")),
+def _fan_out(rows: DataFrame, targets: Sequence[tuple[Column, str, str]]) -> DataFrame:
+    """Each row (minute keys or output keys, then values) once per target (when it applies, resolution, level)
+    that applies to it, keyed by the output keys of that target's window."""
+    keys = []
+    for applies, resolution, level in targets:
+        width = RESOLUTIONS[resolution]
+        key = F.struct(
+            F.lit(resolution).alias("resolution"),
+            F.lit(level).alias("level"),
+            (F.col("topic") if level in ("topic", "partition") else F.lit(None).cast("string")).alias("topic"),
+            (F.col("partition") if level == "partition" else F.lit(None).cast("long")).alias("partition"),
+            (F.col("window_start") - F.col("window_start") % width).alias("window_start"),
+        )
+        keys.append(F.when(applies, key))
+    values = [name for name in rows.columns if name not in OUTPUT_KEYS]
+    each = rows.select(
+        F.explode(F.filter(F.array(*keys), lambda k: k.isNotNull())).alias("_k"), "source", "target", *values
     )
+    return each.select(
+        "_k.resolution", "_k.level", "source", "target", "_k.topic", "_k.partition", "_k.window_start", *values
+    )
+
+
+def _every_window() -> list[tuple[Column, str, str]]:
+    """The targets of a partial's row: every (resolution, level) it counts in."""
+    applies = {"flow": F.lit(True), "topic": F.col("topic").isNotNull(), "partition": F.col("partition").isNotNull()}
+    return [(applies[level], resolution, level) for resolution in RESOLUTIONS for level in LEVELS]
 
 
 def _is(kind: str) -> Column:
@@ -470,30 +464,6 @@ def _map_entries(partial: DataFrame) -> DataFrame:
 _NO_TOPIC = "no-topic"
 
 
-def _regroup(rows: DataFrame, targets: Sequence[tuple[Column, str, str]], aggs: Sequence[Column]) -> DataFrame:
-    """Rows (minute keys or output keys, then values) combined, in one aggregation, per window of each target
-    (when it applies, resolution, level) that applies to them."""
-    keys = []
-    for applies, resolution, level in targets:
-        width = RESOLUTIONS[resolution]
-        key = F.struct(
-            F.lit(resolution).alias("resolution"),
-            F.lit(level).alias("level"),
-            (F.col("topic") if level in ("topic", "partition") else F.lit(None).cast("string")).alias("topic"),
-            (F.col("partition") if level == "partition" else F.lit(None).cast("long")).alias("partition"),
-            (F.col("window_start") - F.col("window_start") % width).alias("window_start"),
-        )
-        keys.append(F.when(applies, key))
-    values = [name for name in rows.columns if name not in OUTPUT_KEYS]
-    each = rows.select(
-        F.explode(F.filter(F.array(*keys), lambda k: k.isNotNull())).alias("_k"), "source", "target", *values
-    )
-    keyed = each.select(
-        "_k.resolution", "_k.level", "source", "target", "_k.topic", "_k.partition", "_k.window_start", *values
-    )
-    return keyed.groupBy(*OUTPUT_KEYS).agg(*aggs)
-
-
 def _rollup(partial: DataFrame, aggs: Sequence[Column]) -> DataFrame:
     """Partials (one row per minute key) aggregated to every window of every (resolution, level), in two steps:
     first the topic minutes (a flow's partials of no topic as a topic of their own) and partition hours, then from
@@ -501,23 +471,28 @@ def _rollup(partial: DataFrame, aggs: Sequence[Column]) -> DataFrame:
     partition minutes are the partials. ``aggs`` combines rows of the same columns into one (a sum of sums), so no
     window combines more rows than a topic has partitions, or an hour minutes times a flow's topics."""
     has_topic, has_partition = F.col("topic").isNotNull(), F.col("partition").isNotNull()
-    first = _regroup(
-        partial,
-        [(has_topic, "1m", "topic"), (~has_topic, "1m", _NO_TOPIC), (has_partition, "1h", "partition")],
-        aggs,
+    first = (
+        _fan_out(
+            partial, [(has_topic, "1m", "topic"), (~has_topic, "1m", _NO_TOPIC), (has_partition, "1h", "partition")]
+        )
+        .groupBy(*OUTPUT_KEYS)
+        .agg(*aggs)
     )
     minute = F.col("resolution") == "1m"
     topic_minute = minute & (F.col("level") == "topic")
-    rest = _regroup(
-        first,
-        [
-            (~minute, "1h", "partition"),
-            (topic_minute, "1m", "topic"),
-            (topic_minute, "1h", "topic"),
-            (minute, "1m", "flow"),
-            (minute, "1h", "flow"),
-        ],
-        aggs,
+    rest = (
+        _fan_out(
+            first,
+            [
+                (~minute, "1h", "partition"),
+                (topic_minute, "1m", "topic"),
+                (topic_minute, "1h", "topic"),
+                (minute, "1m", "flow"),
+                (minute, "1h", "flow"),
+            ],
+        )
+        .groupBy(*OUTPUT_KEYS)
+        .agg(*aggs)
     )
     values = [name for name in partial.columns if name not in OUTPUT_KEYS]
     partition_minutes = partial.where(has_partition).select(
@@ -628,7 +603,9 @@ def aggregate_partials(partial: DataFrame) -> DataFrame:
         )
         .localCheckpoint()
     )
-    summed = _fan_out(_map_entries(partial)).groupBy(*OUTPUT_KEYS, "m", "key").agg(F.sum("c").alias("c"))
+    summed = (
+        _fan_out(_map_entries(partial), _every_window()).groupBy(*OUTPUT_KEYS, "m", "key").agg(F.sum("c").alias("c"))
+    )
     merged = scalars.unionByName(_lag_sums(scalars), allowMissingColumns=True).unionByName(
         summed, allowMissingColumns=True
     )
