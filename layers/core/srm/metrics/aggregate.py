@@ -157,7 +157,8 @@ def _problem() -> Column:
 def check_lines(lines: DataFrame) -> DataFrame:
     """Lines (``file``, ``line``, ``text``) parsed and checked: the raw schema's columns plus ``file``, ``line``,
     ``reason`` (why the line is bad, null when it is a valid record) and, for bad lines only, the start of
-    ``text``."""
+    ``text``. Write it out (or cache it) before filtering on the reason over many lines: Spark pushes such a filter
+    below the parse, parsing each line again for every field the reason checks (the runner stages it as Parquet)."""
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
     parsed = lines.select("file", "line", "text", F.from_json("text", raw_schema(), options).alias("j"))
     reason = _problem()
@@ -284,6 +285,13 @@ def _partial_values() -> list[tuple[str, Column, str]]:
     return partial
 
 
+@functools.cache
+def _partial_combination() -> dict[str, str]:
+    """The partial columns of :func:`_partial_values` and how each combines, in order: its names without building
+    its expressions again (each costs the driver a call into the JVM)."""
+    return {name: how for name, _, how in _partial_values()}
+
+
 _COMBINE = {"sum": F.sum, "min": F.min, "max": F.max}
 # The last samples (a max of a struct, ``ts`` first) and the kinds of the records that have them.
 _SAMPLES = ("_lag", "_heartbeat")
@@ -300,7 +308,7 @@ MINUTE_KEYS = (*_SERIES, "window_start")
 
 
 def _scalar_aggs() -> list[Column]:
-    return [_COMBINE[how](name).alias(name) for name, _, how in _partial_values()]
+    return [_COMBINE[how](name).alias(name) for name, how in _partial_combination().items()]
 
 
 _ENTRIES = "array<struct<m:int,i:int,c:bigint>>"
@@ -402,7 +410,7 @@ def _fold(scalars: DataFrame, samples: DataFrame, counts: DataFrame, dense: Data
     folded into one row per minute key: the counts into one map per name of :data:`_COUNT_MAPS`, the sketches into
     one column per name of :data:`_DENSE` (null when there are none)."""
     both = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), (scalars, samples, counts, dense))
-    columns = [name for name, *_ in _partial_values()]
+    columns = list(_partial_combination())
     folded = both.groupBy(*MINUTE_KEYS).agg(
         *(F.first(name, ignorenulls=True).alias(name) for name in columns),
         *(F.collect_list(F.when(F.col("m") == name, F.struct("key", "c"))).alias(name) for name in _COUNT_MAPS),
@@ -595,7 +603,7 @@ def aggregate_partials(partial: DataFrame) -> DataFrame:
     Scalars and dense sketches are rolled up together (:func:`_rollup`), the sketches summed element-wise and each
     walked once for its quantiles; the lag sums come from the partition windows, the counts by key are summed in
     long form (they are few), and one fold puts each window's figures in one row (no window function, no join)."""
-    values = [name for name, *_ in _partial_values()]
+    values = list(_partial_combination())
     rolled = _rollup(
         partial.select(*MINUTE_KEYS, *values, *_DENSE),
         [*_scalar_aggs(), *(_merged(F.collect_list(name)).alias(name) for name in _DENSE)],
