@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from srm.metrics import aggregate as aggregate_module
 from srm.metrics.aggregate import OUTPUT_KEYS, aggregate, aggregate_partials, parse_lines, partials
 from srm.metrics.model.names import TABLE_ATTRIBUTES
 from srm.metrics.model.schema import (
@@ -296,6 +297,23 @@ def as_map(dense: Any) -> Any:
     """A dense sketch column (``lo``, ``c``) as a map of index (a string) → count of its non-empty buckets."""
     index = F.transform(F.sequence(F.lit(0), F.size(dense.c) - 1), lambda k: (dense.lo + k).cast("string"))
     return F.when(dense.isNotNull(), F.map_filter(F.map_from_arrays(index, dense.c), lambda _, count: count > 0))
+
+
+def test_more_series_than_are_broadcast_give_the_same_table(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, result: dict[tuple[Any, ...], dict[str, Any]]
+) -> None:
+    # GIVEN a run covering more series than are sent whole to every task: the series are joined through a shuffle
+    monkeypatch.setattr(aggregate_module, "_BROADCAST_SERIES", 0)
+    lines = [encode(b.record()) for b in MIRRORED] + [encode(r) for r in OTHERS]
+    records = parse_lines(lines_frame(spark, lines))[0].localCheckpoint()
+    # WHEN the records are aggregated
+    rows = aggregate(records).collect()
+    # THEN the table is the one the broadcast gave
+    got = {}
+    for row in rows:
+        d = row.asDict(recursive=True)
+        got[(d["resolution"], d["level"], d["topic"], d["partition"], d["window_start"])] = d
+    assert got == result
 
 
 def test_partials_stored_with_sketches_as_maps_merge_with_dense_ones(

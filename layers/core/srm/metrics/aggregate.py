@@ -312,6 +312,9 @@ def _scalar_aggs() -> list[Column]:
 
 
 _ENTRIES = "array<struct<m:int,i:int,c:bigint>>"
+# Series numbers are sent whole to every task up to this many (some 100 bytes each); more, a long catch-up of a
+# large fleet, are joined through a shuffle, so that no process holds all the series a run covers.
+_BROADCAST_SERIES = 200_000
 
 
 def _series_numbers(minutes: DataFrame) -> DataFrame:
@@ -335,8 +338,9 @@ def _bucket_entries(minutes: DataFrame, numbers: DataFrame) -> DataFrame:
         zeros = F.when(sketch.z > 0, F.array(zero)).otherwise(empty)
         entries = F.concat(buckets.cast(_ENTRIES), zeros)  # the cast names the zipped fields
         each.append(F.when((F.col("r.kind") == kind) & sketch.isNotNull(), entries).otherwise(empty))
+    held = F.broadcast(numbers) if numbers.count() <= _BROADCAST_SERIES else numbers
     joined = minutes.alias("r").join(
-        F.broadcast(numbers.alias("n")), [F.col(f"r.{k}").eqNullSafe(F.col(f"n.{k}")) for k in MINUTE_KEYS]
+        held.alias("n"), [F.col(f"r.{k}").eqNullSafe(F.col(f"n.{k}")) for k in MINUTE_KEYS]
     )
     return joined.select("n._g", F.inline(F.concat(*each)))
 
@@ -467,7 +471,7 @@ def partials(records: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
         if any(rows is not None for rows in stored):
             both = functools.reduce(lambda a, b: a if b is None else a.unionByName(b), stored, dense)
             dense = both.groupBy(*MINUTE_KEYS, "m").agg(_merged(F.collect_list("d")).alias("d"))
-    combined = {name: how for name, _, how in values}
+    combined = _partial_combination()
     return _fold(
         scalars.groupBy(*MINUTE_KEYS).agg(*(_COMBINE[combined[name]](name).alias(name) for name in scalar_names)),
         samples.groupBy(*MINUTE_KEYS).agg(*(F.max(name).alias(name) for name in _SAMPLES)),
