@@ -72,7 +72,11 @@ def result(spark: SparkSession) -> dict[tuple[Any, ...], dict[str, Any]]:
     lines = [encode(b.record()) for b in MIRRORED] + [encode(r) for r in OTHERS]
     records, bad = parse_lines(lines_frame(spark, lines))
     assert bad.count() == 0
-    rows = aggregate(records).collect()
+    return table_of(aggregate(records).collect())
+
+
+def table_of(rows: list[Any]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Aggregated rows by (resolution, level, topic, partition, window_start)."""
     out = {}
     for row in rows:
         d = row.asDict(recursive=True)
@@ -309,11 +313,7 @@ def test_more_series_than_are_broadcast_give_the_same_table(
     # WHEN the records are aggregated
     rows = aggregate(records).collect()
     # THEN the table is the one the broadcast gave
-    got = {}
-    for row in rows:
-        d = row.asDict(recursive=True)
-        got[(d["resolution"], d["level"], d["topic"], d["partition"], d["window_start"])] = d
-    assert got == result
+    assert table_of(rows) == result
 
 
 def test_partials_stored_with_sketches_as_maps_merge_with_dense_ones(
@@ -331,9 +331,5 @@ def test_partials_stored_with_sketches_as_maps_merge_with_dense_ones(
     new = parse_lines(lines_frame(spark, lines[1::2]))[0].localCheckpoint()
     rows = aggregate_partials(partials(new, stored)).collect()
     # THEN the table is the one of all records aggregated at once
-    merged = {}
-    for row in rows:
-        d = row.asDict(recursive=True)
-        merged[(d["resolution"], d["level"], d["topic"], d["partition"], d["window_start"])] = d
-    assert merged == result
+    assert table_of(rows) == result
     assert result[("1h", "flow", None, None, T0)]["replication_latency_ms"]["count"] > 0

@@ -464,12 +464,11 @@ def partials(records: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
         sampled = functools.reduce(lambda a, b: a | b, (F.col(name).isNotNull() for name in _SAMPLES))
         samples = samples.unionByName(earlier.where(sampled).select(*MINUTE_KEYS, *_SAMPLES))
         counts = counts.unionByName(_map_entries(earlier))
-        stored = [_dense_of(earlier)]
         sparse = _sparse_entries(earlier)
-        if sparse is not None:
-            stored.append(_dense_rows(sparse, MINUTE_KEYS))
-        if any(rows is not None for rows in stored):
-            both = functools.reduce(lambda a, b: a if b is None else a.unionByName(b), stored, dense)
+        old_sketches = (_dense_of(earlier), None if sparse is None else _dense_rows(sparse, MINUTE_KEYS))
+        stored = [rows for rows in old_sketches if rows is not None]
+        if stored:
+            both = functools.reduce(lambda a, b: a.unionByName(b), stored, dense)
             dense = both.groupBy(*MINUTE_KEYS, "m").agg(_merged(F.collect_list("d")).alias("d"))
     combined = _partial_combination()
     return _fold(
